@@ -1,0 +1,214 @@
+// CPU aligned allocation, the CUDA caching allocator and transfer accounting.
+// See runtime/allocator.h for the caching policy.
+#include "runtime/allocator.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
+#include <vector>
+#include <cstdio>
+
+#include "runtime/error.h"
+#ifdef MN_WITH_CUDA
+#include "runtime/cuda_check.h"
+#endif
+
+namespace mn {
+
+void* cpu_alloc(size_t nbytes) {
+  if (nbytes == 0) nbytes = 64;
+  size_t rounded = (nbytes + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded);
+  if (!p) MN_THROW("cpu_alloc: out of host memory allocating ", nbytes, " bytes");
+  return p;
+}
+
+void cpu_free(void* p) noexcept { std::free(p); }
+
+std::string AllocatorStats::str() const {
+  std::ostringstream os;
+  os << "in use " << bytes_in_use << " B, peak " << peak_bytes_in_use << " B, cached "
+     << bytes_cached << " B, cudaMalloc calls " << device_allocs << ", cudaFree calls "
+     << device_frees << ", requests " << requests << " (" << cache_hits << " from cache)";
+  return os.str();
+}
+
+namespace {
+std::mutex g_transfer_mu;
+TransferStats g_transfer;
+}  // namespace
+
+TransferStats transfer_stats() {
+  std::lock_guard<std::mutex> lk(g_transfer_mu);
+  return g_transfer;
+}
+void reset_transfer_stats() {
+  std::lock_guard<std::mutex> lk(g_transfer_mu);
+  g_transfer = {};
+}
+namespace detail {
+void count_transfer(bool to_device, bool from_device, size_t bytes) {
+  std::lock_guard<std::mutex> lk(g_transfer_mu);
+  if (to_device && from_device) {
+    g_transfer.d2d_copies++;
+  } else if (to_device) {
+    g_transfer.h2d_copies++;
+    g_transfer.h2d_bytes += bytes;
+  } else if (from_device) {
+    g_transfer.d2h_copies++;
+    g_transfer.d2h_bytes += bytes;
+  }
+}
+}  // namespace detail
+
+namespace cuda {
+namespace {
+
+size_t round_size(size_t n) {
+  if (n == 0) n = 1;
+  const size_t small = 512, large = 128 * 1024;
+  size_t q = n < (1u << 20) ? small : large;
+  return (n + q - 1) / q * q;
+}
+
+bool env_no_cache() {
+  const char* v = std::getenv("MN_CUDA_NO_CACHE");
+  return v && std::string(v) != "0";
+}
+
+struct CachingAllocator {
+  std::mutex mu;
+  // Free blocks by (device, size) -> pointers.
+  std::map<std::pair<int, size_t>, std::vector<void*>> free_blocks;
+  // Live blocks: pointer -> (rounded size).
+  std::unordered_map<void*, size_t> live;
+  AllocatorStats stats;
+  bool caching = !env_no_cache();
+
+#ifdef MN_WITH_CUDA
+  void* raw_malloc(size_t size, int device) {
+    void* p = nullptr;
+    cudaError_t e = cudaMalloc(&p, size);
+    if (e == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      release_cached(device);
+      e = cudaMalloc(&p, size);
+    }
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      MN_THROW("cuda allocator: cudaMalloc of ", size, " bytes on cuda:", device, " failed: ",
+               cudaGetErrorString(e), " (", stats.str(), ")");
+    }
+    stats.device_allocs++;
+    return p;
+  }
+
+  // Caller holds mu.
+  void release_cached(int device) {
+    for (auto it = free_blocks.begin(); it != free_blocks.end();) {
+      if (device >= 0 && it->first.first != device) {
+        ++it;
+        continue;
+      }
+      for (void* p : it->second) {
+        CUDA_CHECK_NOTHROW(cudaFree(p));
+        stats.device_frees++;
+        stats.bytes_cached -= it->first.second;
+      }
+      it = free_blocks.erase(it);
+    }
+  }
+#endif
+};
+
+CachingAllocator& alloc() {
+  static CachingAllocator* a = new CachingAllocator();  // never destroyed: frees may run at exit
+  return *a;
+}
+
+}  // namespace
+
+void* device_alloc(size_t nbytes, int device) {
+#ifdef MN_WITH_CUDA
+  CUDA_CHECK(cudaSetDevice(device));
+  auto& A = alloc();
+  size_t size = round_size(nbytes);
+  std::lock_guard<std::mutex> lk(A.mu);
+  A.stats.requests++;
+  void* p = nullptr;
+  if (A.caching) {
+    // Exact size first, then the smallest cached block of at most twice the size.
+    auto it = A.free_blocks.lower_bound({device, size});
+    if (it != A.free_blocks.end() && it->first.first == device && it->first.second <= 2 * size) {
+      p = it->second.back();
+      it->second.pop_back();
+      size = it->first.second;
+      A.stats.bytes_cached -= size;
+      A.stats.cache_hits++;
+      if (it->second.empty()) A.free_blocks.erase(it);
+    }
+  }
+  if (!p) p = A.raw_malloc(size, device);
+  A.live[p] = size;
+  A.stats.bytes_in_use += size;
+  if (A.stats.bytes_in_use > A.stats.peak_bytes_in_use) A.stats.peak_bytes_in_use = A.stats.bytes_in_use;
+  return p;
+#else
+  (void)nbytes;
+  MN_THROW("device_alloc: cuda:", device, " memory requested but this build has no CUDA");
+#endif
+}
+
+void device_free(void* p, int device) noexcept {
+#ifdef MN_WITH_CUDA
+  if (!p) return;
+  auto& A = alloc();
+  std::lock_guard<std::mutex> lk(A.mu);
+  auto it = A.live.find(p);
+  if (it == A.live.end()) {
+    std::fprintf(stderr, "[mn] cuda allocator: free of unknown pointer %p ignored\n", p);
+    return;
+  }
+  size_t size = it->second;
+  A.live.erase(it);
+  A.stats.bytes_in_use -= size;
+  if (A.caching) {
+    A.free_blocks[{device, size}].push_back(p);
+    A.stats.bytes_cached += size;
+  } else {
+    CUDA_CHECK_NOTHROW(cudaFree(p));
+    A.stats.device_frees++;
+  }
+#else
+  (void)p;
+  (void)device;
+#endif
+}
+
+AllocatorStats allocator_stats() {
+  auto& A = alloc();
+  std::lock_guard<std::mutex> lk(A.mu);
+  return A.stats;
+}
+
+void reset_peak_stats() {
+  auto& A = alloc();
+  std::lock_guard<std::mutex> lk(A.mu);
+  A.stats.peak_bytes_in_use = A.stats.bytes_in_use;
+}
+
+void empty_cache() {
+#ifdef MN_WITH_CUDA
+  auto& A = alloc();
+  std::lock_guard<std::mutex> lk(A.mu);
+  A.release_cached(-1);
+#endif
+}
+
+bool caching_enabled() { return alloc().caching; }
+
+}  // namespace cuda
+}  // namespace mn

@@ -1,0 +1,56 @@
+// Memory: 64-byte aligned CPU buffers and a CUDA caching allocator.
+//
+// The caching allocator keeps freed device blocks in per-size free lists and hands
+// them out again, so the steady state of a training loop (the same sizes every
+// step) calls neither cudaMalloc nor cudaFree. Sizes are rounded up to 512 bytes
+// (blocks under 1 MiB) or 128 KiB (larger); a cached block serves a request of
+// at least half its size. On an out-of-memory error the cache is released and the
+// allocation retried once. Setting MN_CUDA_NO_CACHE=1 in the environment turns
+// caching off (every free is a cudaFree), which is what compute-sanitizer needs
+// to see use-after-free errors.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace mn {
+
+// 64-byte aligned, never null for nbytes > 0 (throws mn::Error on failure).
+void* cpu_alloc(size_t nbytes);
+void cpu_free(void* p) noexcept;
+
+struct AllocatorStats {
+  size_t bytes_in_use = 0;       // handed out to tensors now
+  size_t peak_bytes_in_use = 0;  // maximum of bytes_in_use since the last reset
+  size_t bytes_cached = 0;       // held in free lists, ready for reuse
+  uint64_t device_allocs = 0;    // cudaMalloc calls made
+  uint64_t device_frees = 0;     // cudaFree calls made
+  uint64_t requests = 0;         // allocation requests served (cached or not)
+  uint64_t cache_hits = 0;       // requests served from the cache
+  std::string str() const;
+};
+
+namespace cuda {
+// Device memory on `device` (the caller's current device is set by this call).
+void* device_alloc(size_t nbytes, int device);
+void device_free(void* p, int device) noexcept;
+AllocatorStats allocator_stats();
+void reset_peak_stats();
+// Returns every cached block to the driver.
+void empty_cache();
+bool caching_enabled();
+}  // namespace cuda
+
+// Host<->device transfer accounting: every copy between devices goes through
+// Tensor::to / copy_ and is counted here, so hidden transfers are visible.
+struct TransferStats {
+  uint64_t h2d_copies = 0, d2h_copies = 0, d2d_copies = 0;
+  uint64_t h2d_bytes = 0, d2h_bytes = 0;
+};
+TransferStats transfer_stats();
+void reset_transfer_stats();
+namespace detail {
+void count_transfer(bool to_device, bool from_device, size_t bytes);
+}
+
+}  // namespace mn

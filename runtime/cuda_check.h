@@ -1,0 +1,53 @@
+// CUDA error checking that throws (mn::CudaError with the expression, CUDA's
+// error name and message, file and line). Include only from files that are
+// compiled with CUDA (.cu, or .cpp guarded by MN_WITH_CUDA).
+//
+//   CUDA_CHECK(cudaMemcpy(...));          // after every runtime call
+//   my_kernel<<<g, b, 0, s>>>(...);
+//   CUDA_CHECK_LAUNCH("my_kernel");       // after every launch
+//   CUDA_CHECK_NOTHROW(cudaFree(p));      // in destructors: reports, never throws
+//
+// With MN_CUDA_DEBUG_SYNC defined at build time, or MN_CUDA_SYNC=1 in the
+// environment, CUDA_CHECK_LAUNCH also synchronises so an asynchronous error is
+// reported at the kernel that caused it.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "runtime/error.h"
+
+namespace mn::cuda {
+[[noreturn]] void throw_cuda_error(cudaError_t e, const char* expr, const char* file, int line);
+void report_cuda_error(cudaError_t e, const char* expr, const char* file, int line) noexcept;
+void check_launch(const char* kernel, const char* file, int line);
+bool debug_sync_enabled();
+
+// The stream all of the library's work is queued on. Work is ordered on it, which
+// is what makes reuse of cached blocks safe without events.
+cudaStream_t stream();
+
+// Grid size for a grid-stride loop over n elements.
+inline unsigned grid_for(int64_t n, int threads = 256, int max_blocks = 65535 * 8) {
+  int64_t b = (n + threads - 1) / threads;
+  if (b < 1) b = 1;
+  if (b > max_blocks) b = max_blocks;
+  return static_cast<unsigned>(b);
+}
+}  // namespace mn::cuda
+
+#define CUDA_CHECK(expr)                                                   \
+  do {                                                                     \
+    cudaError_t mn_cuda_err_ = (expr);                                     \
+    if (mn_cuda_err_ != cudaSuccess)                                       \
+      ::mn::cuda::throw_cuda_error(mn_cuda_err_, #expr, __FILE__, __LINE__); \
+  } while (0)
+
+#define CUDA_CHECK_NOTHROW(expr)                                                \
+  do {                                                                          \
+    cudaError_t mn_cuda_err_ = (expr);                                          \
+    if (mn_cuda_err_ != cudaSuccess)                                            \
+      ::mn::cuda::report_cuda_error(mn_cuda_err_, #expr, __FILE__, __LINE__);   \
+  } while (0)
+
+#define CUDA_CHECK_LAUNCH(kernel_name) ::mn::cuda::check_launch(kernel_name, __FILE__, __LINE__)

@@ -1,0 +1,78 @@
+// Run-time device discovery. The driver is asked lazily, once; any failure
+// (no driver, no device, a CPU-only build) means "no CUDA devices".
+#include "runtime/device.h"
+
+#include <mutex>
+
+#include "runtime/error.h"
+#ifdef MN_WITH_CUDA
+#include "runtime/cuda_check.h"
+#endif
+
+namespace mn {
+
+bool cuda_compiled() {
+#ifdef MN_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+int cuda_device_count() {
+#ifdef MN_WITH_CUDA
+  static int count = [] {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();  // clear the sticky "no device/driver" error
+      return 0;
+    }
+    return n;
+  }();
+  return count;
+#else
+  return 0;
+#endif
+}
+
+bool cuda_available() { return cuda_device_count() > 0; }
+
+std::string device_name(Device d) {
+  if (d.is_cpu()) return "cpu";
+#ifdef MN_WITH_CUDA
+  MN_CHECK(d.index < cuda_device_count(), "device_name: ", d.str(), " does not exist (",
+           cuda_device_count(), " CUDA devices)");
+  cudaDeviceProp prop;
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, d.index));
+  return prop.name;
+#else
+  MN_THROW("device_name: ", d.str(), " requested but this build has no CUDA");
+#endif
+}
+
+Device parse_device(const std::string& s) {
+  if (s == "cpu") return Device::cpu();
+  if (s == "cuda") return Device::cuda(0);
+  if (s.rfind("cuda:", 0) == 0) {
+    try {
+      size_t used = 0;
+      int idx = std::stoi(s.substr(5), &used);
+      if (used == s.size() - 5 && idx >= 0) return Device::cuda(idx);
+    } catch (const std::exception&) {
+    }
+  }
+  MN_THROW("parse_device: '", s, "' is not a device (expected cpu, cuda or cuda:N)");
+}
+
+void synchronize(Device d) {
+  if (d.is_cpu()) return;
+#ifdef MN_WITH_CUDA
+  CUDA_CHECK(cudaSetDevice(d.index));
+  CUDA_CHECK(cudaDeviceSynchronize());
+#else
+  MN_THROW("synchronize: ", d.str(), " requested but this build has no CUDA");
+#endif
+}
+
+}  // namespace mn

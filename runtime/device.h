@@ -1,0 +1,37 @@
+// Where a tensor's bytes live (CPU or CUDA:n) and run-time device discovery.
+// Nothing here touches the driver at start-up: the first query does, and a
+// machine without a GPU or without a driver simply reports no CUDA devices.
+#pragma once
+#include <string>
+
+namespace mn {
+
+enum class DeviceKind : uint8_t { CPU, CUDA };
+
+struct Device {
+  DeviceKind kind = DeviceKind::CPU;
+  int index = 0;
+
+  static Device cpu() { return {DeviceKind::CPU, 0}; }
+  static Device cuda(int i = 0) { return {DeviceKind::CUDA, i}; }
+  bool is_cpu() const { return kind == DeviceKind::CPU; }
+  bool is_cuda() const { return kind == DeviceKind::CUDA; }
+  bool operator==(const Device& o) const { return kind == o.kind && (is_cpu() || index == o.index); }
+  bool operator!=(const Device& o) const { return !(*this == o); }
+  std::string str() const { return is_cpu() ? "cpu" : "cuda:" + std::to_string(index); }
+};
+
+// True when this build has the CUDA kernels compiled in.
+bool cuda_compiled();
+// Number of usable CUDA devices (0 without a GPU, a driver, or a CUDA build).
+int cuda_device_count();
+// cuda_compiled() && cuda_device_count() > 0.
+bool cuda_available();
+// "NVIDIA H100 80GB HBM3" etc.; "cpu" for the CPU.
+std::string device_name(Device d);
+// Parses "cpu", "cuda", "cuda:1".
+Device parse_device(const std::string& s);
+// Blocks until all work queued on the device is done (no-op on the CPU).
+void synchronize(Device d);
+
+}  // namespace mn

@@ -1,0 +1,37 @@
+// Shared test helpers: random tensors from a fixed seed, the one tolerance
+// helper (|ref - x| <= atol + rtol * |ref|, printing the first mismatches),
+// and the skip for GPU tests on machines without a GPU.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/device.h"
+#include "runtime/tensor.h"
+
+// GPU tests call this first: visible skip, never a silent pass.
+#define MN_SKIP_IF_NO_CUDA()                                                          \
+  do {                                                                                \
+    if (!::mn::cuda_available())                                                      \
+      GTEST_SKIP() << (::mn::cuda_compiled() ? "no CUDA device present: GPU test skipped" \
+                                              : "built without CUDA: GPU test skipped"); \
+  } while (0)
+
+namespace mn::test {
+
+// Uniform in [lo, hi) from std::mt19937_64(seed), created on the host then moved.
+Tensor rand(const Shape& shape, double lo, double hi, DType dtype = DType::F64,
+            Device device = Device::cpu(), uint64_t seed = 1);
+// Standard normal from std::mt19937_64(seed).
+Tensor randn(const Shape& shape, DType dtype = DType::F64, Device device = Device::cpu(),
+             uint64_t seed = 1);
+std::vector<double> rand_vec(int64_t n, double lo, double hi, uint64_t seed);
+
+// Elementwise |ref - x| <= atol + rtol * |ref| (shapes must match; NaN never matches
+// unless both are NaN). Any devices and dtypes; the message lists the first mismatches.
+::testing::AssertionResult all_close(const Tensor& ref, const Tensor& x, double atol, double rtol);
+::testing::AssertionResult all_close(const std::vector<double>& ref, const std::vector<double>& x,
+                                     double atol, double rtol);
+
+}  // namespace mn::test
