@@ -6,8 +6,10 @@
 // the CPU and the GPU: both run the same __host__ __device__ Philox rounds
 // (runtime/philox.h) and the same integer-only or correctly-rounded conversions.
 //
-// Element i of a fill uses block (offset + i / 4), lane i % 4 (uniform, bernoulli,
-// integers) or the Box-Muller pair of block (offset + i / 2) (normal).
+// Element i of a fill uses block (offset + i / 4), lane i % 4 (float32 uniform,
+// bernoulli, integers with a range below 2^32), or block (offset + i / 2) with
+// two lanes (float64 uniform: 53 bits; integer ranges of 2^32 or more; the
+// Box-Muller pair of a normal).
 #pragma once
 #include <cstdint>
 #include <vector>
