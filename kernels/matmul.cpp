@@ -1,0 +1,76 @@
+// Tensor-level matmul (2-D and batched 3-D, with transposes) dispatching to our
+// CPU or CUDA GEMM, plus the process-wide GEMM variant selection of
+// kernels/gemm_config.h (here so that it exists in CPU-only builds too).
+#include <algorithm>
+#include <atomic>
+
+#include "kernels/gemm.h"
+#include "kernels/gemm_config.h"
+#include "runtime/dispatch.h"
+
+namespace mn::kernels {
+
+namespace {
+std::atomic<int> g_cuda_variant{static_cast<int>(CudaGemmVariant::Tiled)};
+}  // namespace
+
+void set_cuda_gemm_variant(CudaGemmVariant v) {
+  MN_CHECK(v == CudaGemmVariant::Naive || v == CudaGemmVariant::Tiled,
+           "set_cuda_gemm_variant: unknown variant ", static_cast<int>(v));
+  g_cuda_variant.store(static_cast<int>(v));
+}
+CudaGemmVariant cuda_gemm_variant() { return static_cast<CudaGemmVariant>(g_cuda_variant.load()); }
+
+Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
+  static const char* op = "matmul";
+  check_defined(op, a, "a");
+  check_defined(op, b, "b");
+  check_floating(op, a);
+  check_same_dtype(op, a, b);
+  check_same_device(op, a, b);
+  MN_CHECK((a.dim() == 2 || a.dim() == 3) && a.dim() == b.dim(), op,
+           ": expected two 2-D or two 3-D tensors, got a ", shape_str(a.shape()), " and b ",
+           shape_str(b.shape()));
+  const bool batched = a.dim() == 3;
+  const int64_t o = batched ? 1 : 0;
+  const int64_t batch = batched ? a.size(0) : 1;
+  MN_CHECK(!batched || b.size(0) == batch, op, ": batch sizes differ: a ", shape_str(a.shape()),
+           " b ", shape_str(b.shape()));
+  // a is (M, K), or (K, M) with trans_a; b is (K, N), or (N, K) with trans_b.
+  const int64_t M = trans_a ? a.size(o + 1) : a.size(o);
+  const int64_t Ka = trans_a ? a.size(o) : a.size(o + 1);
+  const int64_t Kb = trans_b ? b.size(o + 1) : b.size(o);
+  const int64_t N = trans_b ? b.size(o) : b.size(o + 1);
+  MN_CHECK(Ka == Kb, op, ": inner dimensions differ: a ", shape_str(a.shape()),
+           trans_a ? " (transposed)" : "", " b ", shape_str(b.shape()),
+           trans_b ? " (transposed)" : "");
+  const int64_t K = Ka;
+
+  const Tensor ac = a.contiguous();
+  const Tensor bc = b.contiguous();
+  const Shape out_shape = batched ? Shape{batch, M, N} : Shape{M, N};
+  Tensor out = Tensor::empty(out_shape, a.dtype(), a.device());
+  const int64_t lda = trans_a ? M : K, ldb = trans_b ? K : N;
+  MN_DISPATCH_FLOAT(a.dtype(), op, [&] {
+    const scalar_t* A = ac.data<scalar_t>();
+    const scalar_t* B = bc.data<scalar_t>();
+    scalar_t* C = out.data<scalar_t>();
+    if (a.is_cuda()) {
+#ifdef MN_WITH_CUDA
+      check_cuda_usable(op, a);
+      gemm_batched_cuda<scalar_t>(trans_a, trans_b, batch, M, N, K, scalar_t(1), A,
+                                  std::max<int64_t>(lda, 1), M * K, B, std::max<int64_t>(ldb, 1),
+                                  K * N, scalar_t(0), C, std::max<int64_t>(N, 1), M * N);
+#else
+      check_cuda_usable(op, a);
+#endif
+    } else {
+      gemm_batched_cpu<scalar_t>(trans_a, trans_b, batch, M, N, K, scalar_t(1), A,
+                                 std::max<int64_t>(lda, 1), M * K, B, std::max<int64_t>(ldb, 1),
+                                 K * N, scalar_t(0), C, std::max<int64_t>(N, 1), M * N);
+    }
+  });
+  return out;
+}
+
+}  // namespace mn::kernels
