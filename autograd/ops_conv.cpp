@@ -1,0 +1,94 @@
+// Tape wrappers for conv2d, max/avg pooling, linear and flatten (autograd/ops_conv.h).
+#include "autograd/ops_conv.h"
+
+#include "kernels/linear.h"
+
+namespace mn::ag {
+
+Variable conv2d(const Variable& x, const Variable& w, const Variable& b,
+                const kernels::Conv2dParams& p) {
+  MN_CHECK(x.defined() && w.defined(), "conv2d: input and weight must be defined");
+  const Tensor bt = b.defined() ? b.data() : Tensor();
+  Tensor y = kernels::conv2d_forward(x.data(), w.data(), bt, p);
+  std::vector<Variable> inputs{x, w};
+  if (b.defined()) inputs.push_back(b);
+  if (!any_requires_grad(inputs)) return make_variable(y, inputs, nullptr, "conv2d");
+  const bool need_dx = x.requires_grad(), need_dw = w.requires_grad();
+  const bool need_db = b.defined() && b.requires_grad();
+  const bool has_b = b.defined();
+  // Save the input only for dW and the weight only for dX.
+  Tensor xs = need_dw ? x.data() : Tensor();
+  Tensor ws = need_dx ? w.data() : Tensor();
+  const Shape x_shape = x.shape(), w_shape = w.shape();
+  auto backward = [xs, ws, x_shape, w_shape, p, need_dx, need_dw, need_db,
+                   has_b](const Tensor& dy) {
+    std::vector<Tensor> g(has_b ? 3 : 2);
+    if (need_dx) g[0] = kernels::conv2d_backward_data(dy, ws, x_shape, p);
+    if (need_dw) g[1] = kernels::conv2d_backward_weight(dy, xs, w_shape, p);
+    if (need_db) g[2] = kernels::conv2d_backward_bias(dy);
+    return g;
+  };
+  return make_variable(y, inputs, backward, "conv2d");
+}
+
+Variable max_pool2d(const Variable& x, const kernels::Pool2dParams& p) {
+  auto [y, argmax] = kernels::max_pool2d_forward(x.data(), p);
+  if (!any_requires_grad({x})) return make_variable(y, {x}, nullptr, "max_pool2d");
+  const Shape x_shape = x.shape();
+  Tensor am = argmax;
+  return make_variable(
+      y, {x},
+      [am, x_shape, p](const Tensor& dy) {
+        return std::vector<Tensor>{kernels::max_pool2d_backward(dy, am, x_shape, p)};
+      },
+      "max_pool2d");
+}
+
+Variable avg_pool2d(const Variable& x, const kernels::Pool2dParams& p) {
+  Tensor y = kernels::avg_pool2d_forward(x.data(), p);
+  if (!any_requires_grad({x})) return make_variable(y, {x}, nullptr, "avg_pool2d");
+  const Shape x_shape = x.shape();
+  return make_variable(
+      y, {x},
+      [x_shape, p](const Tensor& dy) {
+        return std::vector<Tensor>{kernels::avg_pool2d_backward(dy, x_shape, p)};
+      },
+      "avg_pool2d");
+}
+
+Variable linear(const Variable& x, const Variable& w, const Variable& b) {
+  MN_CHECK(x.defined() && w.defined(), "linear: input and weight must be defined");
+  Tensor y = kernels::linear_forward(x.data(), w.data(), b.defined() ? b.data() : Tensor());
+  std::vector<Variable> inputs{x, w};
+  if (b.defined()) inputs.push_back(b);
+  if (!any_requires_grad(inputs)) return make_variable(y, inputs, nullptr, "linear");
+  const bool need_dx = x.requires_grad(), need_dw = w.requires_grad();
+  const bool need_db = b.defined() && b.requires_grad();
+  const bool has_b = b.defined();
+  Tensor xs = need_dw ? x.data() : Tensor();
+  Tensor ws = need_dx ? w.data() : Tensor();
+  auto backward = [xs, ws, need_dx, need_dw, need_db, has_b](const Tensor& dy) {
+    std::vector<Tensor> g(has_b ? 3 : 2);
+    if (need_dx) g[0] = kernels::linear_backward_input(dy, ws);
+    if (need_dw) g[1] = kernels::linear_backward_weight(dy, xs);
+    if (need_db) g[2] = kernels::linear_backward_bias(dy);
+    return g;
+  };
+  return make_variable(y, inputs, backward, "linear");
+}
+
+Variable flatten_batch(const Variable& x) {
+  MN_CHECK(x.dim() >= 1, "flatten: input must have a batch dimension, got ",
+           shape_str(x.shape()));
+  const int64_t n = x.size(0);
+  const int64_t rest = n == 0 ? numel_of(x.shape()) : x.numel() / n;
+  Tensor y = x.data().reshape({n, rest});
+  if (!any_requires_grad({x})) return make_variable(y, {x}, nullptr, "flatten");
+  const Shape x_shape = x.shape();
+  return make_variable(
+      y, {x},
+      [x_shape](const Tensor& dy) { return std::vector<Tensor>{dy.reshape(x_shape)}; },
+      "flatten");
+}
+
+}  // namespace mn::ag

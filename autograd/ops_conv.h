@@ -1,0 +1,26 @@
+// Differentiable convolution, pooling, linear and flatten ops on the tape.
+// Each records one node whose closure saves only what its backward reads:
+//   conv2d      input (for dW) and weight (for dX), each only when the other side
+//               needs a gradient; bias needs nothing saved.
+//   max_pool2d  the int32 argmax (not the input).
+//   avg_pool2d  nothing but shapes.
+//   linear      input and weight, as for conv2d.
+#pragma once
+#include "autograd/variable.h"
+#include "kernels/conv2d.h"
+#include "kernels/pool.h"
+
+namespace mn::ag {
+
+// x (N, C, H, W), w (K, C, R, S), b (K) or an undefined Variable -> (N, K, P, Q).
+Variable conv2d(const Variable& x, const Variable& w, const Variable& b,
+                const kernels::Conv2dParams& p = {});
+// (N, C, H, W) -> (N, C, P, Q).
+Variable max_pool2d(const Variable& x, const kernels::Pool2dParams& p);
+Variable avg_pool2d(const Variable& x, const kernels::Pool2dParams& p);
+// x (N, in), w (out, in), b (out) or undefined -> (N, out) = x W^T + b.
+Variable linear(const Variable& x, const Variable& w, const Variable& b);
+// (N, d1, d2, ...) -> (N, d1*d2*...): a view when x is contiguous.
+Variable flatten_batch(const Variable& x);
+
+}  // namespace mn::ag

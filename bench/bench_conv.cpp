@@ -1,0 +1,357 @@
+// Convolution and pooling benchmarks at the Koch et al. (2015) branch shapes:
+//   input 1x105x105 -> conv 64@10x10 -> pool 2 -> conv 128@7x7 -> pool 2
+//   -> conv 128@4x4 -> pool 2 -> conv 256@4x4  (conv inputs 105, 48, 21, 9).
+//
+// GPU (batch 150): ours (implicit GEMM, Conv2dAlgo::Gemm) vs cuDNN with the fastest
+// algorithm from cudnnFind*AlgorithmEx, TF32 off (CUDNN_FMA_MATH) and allowed
+// (CUDNN_TENSOR_OP_MATH), forward / backward-data / backward-weight, timed with
+// CUDA events (manual time), reporting TFLOP/s. Every kernel's output is checked
+// before timing (ours against our direct kernel at a small batch; cuDNN's against
+// ours at the full batch). Skipped with SkipWithError when no GPU is present.
+//
+// CPU (batch 12, 2 threads): our im2col + GEMM conv per layer and pass, max-pool
+// forward/backward, and the whole branch forward + backward (compare with
+// bench/references/koch_branch_torch.py). Run:
+//   bench_conv --benchmark_out=bench/results/<date>-cpu-conv.json --benchmark_out_format=json
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "autograd/ops.h"
+#include "autograd/ops_conv.h"
+#include "autograd/ops_layers.h"
+#include "kernels/conv2d.h"
+#include "kernels/pool.h"
+#include "runtime/device.h"
+#include "runtime/parallel.h"
+#include "runtime/rng.h"
+
+#ifdef MN_WITH_CUDA
+#include <cuda_runtime.h>
+
+#include "runtime/cuda_check.h"
+#endif
+#ifdef MN_HAVE_CUDNN
+#include <cudnn.h>
+#endif
+
+namespace {
+
+using namespace mn;
+using kernels::Conv2dAlgo;
+using kernels::Conv2dParams;
+
+struct Layer {
+  int64_t C, H, K, R;
+};
+const Layer kLayers[4] = {{1, 105, 64, 10}, {64, 48, 128, 7}, {128, 21, 128, 4}, {128, 9, 256, 4}};
+enum Pass { Fwd = 0, BwdData = 1, BwdWeight = 2 };
+const char* kPassName[3] = {"fwd", "bwd_data", "bwd_weight"};
+
+struct ConvData {
+  Tensor x, w, y, dy;
+  kernels::Conv2dGeom g;
+};
+
+ConvData make_data(int layer, int64_t N, Device d, uint64_t seed = 1) {
+  const Layer& L = kLayers[layer];
+  Generator gen(seed);
+  ConvData c;
+  c.x = Tensor::empty({N, L.C, L.H, L.H}, DType::F32, d);
+  c.w = Tensor::empty({L.K, L.C, L.R, L.R}, DType::F32, d);
+  uniform_(c.x, 0, 1, gen);
+  uniform_(c.w, -0.05, 0.05, gen);
+  c.g = kernels::conv2d_geometry("bench", c.x.shape(), c.w.shape(), Conv2dParams{});
+  c.dy = Tensor::empty({N, L.K, c.g.P, c.g.Q}, DType::F32, d);
+  uniform_(c.dy, -1, 1, gen);
+  return c;
+}
+
+Tensor run_ours(const ConvData& c, Pass pass, Conv2dAlgo algo) {
+  Conv2dParams p;
+  p.algo = algo;
+  switch (pass) {
+    case Fwd: return kernels::conv2d_forward(c.x, c.w, Tensor(), p);
+    case BwdData: return kernels::conv2d_backward_data(c.dy, c.w, c.x.shape(), p);
+    default: return kernels::conv2d_backward_weight(c.dy, c.x, c.w.shape(), p);
+  }
+}
+
+// max |a - b| / (1 + max |a|)
+double rel_diff(const Tensor& a, const Tensor& b) {
+  const auto u = a.to_double_vector(), v = b.to_double_vector();
+  double m = 0, s = 0;
+  for (size_t i = 0; i < u.size(); ++i) m = std::max(m, std::abs(u[i] - v[i])), s = std::max(s, std::abs(u[i]));
+  return m / (1 + s);
+}
+
+// Checks the fast path against the direct oracle once per (device, layer, pass),
+// at a small batch (the oracle is slow).
+bool validated(benchmark::State& state, int layer, Pass pass, Device d) {
+  static bool done[2][4][3] = {};
+  bool& flag = done[d.is_cuda()][layer][pass];
+  if (flag) return true;
+  ConvData c = make_data(layer, d.is_cuda() ? 4 : 1, d, 7);
+  const double e = rel_diff(run_ours(c, pass, Conv2dAlgo::Direct), run_ours(c, pass, Conv2dAlgo::Gemm));
+  if (!(e < 1e-4)) {
+    state.SkipWithError(("result check failed: relative difference " + std::to_string(e)).c_str());
+    return false;
+  }
+  flag = true;
+  return true;
+}
+
+// ================================ CPU ==========================================
+constexpr int64_t kCpuBatch = 12;
+constexpr int kCpuThreads = 2;
+
+void BM_ConvCpu(benchmark::State& state) {
+  set_num_threads(kCpuThreads);
+  const int layer = int(state.range(0));
+  const Pass pass = Pass(state.range(1));
+  if (!validated(state, layer, pass, Device::cpu())) return;
+  ConvData c = make_data(layer, kCpuBatch, Device::cpu());
+  run_ours(c, pass, Conv2dAlgo::Gemm);  // warm-up (scratch buffers, page faults)
+  for (auto _ : state) benchmark::DoNotOptimize(run_ours(c, pass, Conv2dAlgo::Gemm));
+  const double flops = kernels::conv2d_flops(c.g);
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string("layer") + std::to_string(layer + 1) + " " + kPassName[pass] +
+                 " N=12 threads=2");
+}
+BENCHMARK(BM_ConvCpu)->ArgsProduct({{0, 1, 2, 3}, {0, 1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Max pool 2x2 stride 2 at the three Koch pooling inputs, forward and backward.
+void BM_MaxPoolCpu(benchmark::State& state) {
+  set_num_threads(kCpuThreads);
+  const int64_t shapes[3][2] = {{64, 96}, {128, 42}, {128, 18}};
+  const int64_t C = shapes[state.range(0)][0], H = shapes[state.range(0)][1];
+  const bool backward = state.range(1) != 0;
+  kernels::Pool2dParams p;  // 2x2, stride 2
+  Generator gen(3);
+  Tensor x = Tensor::empty({kCpuBatch, C, H, H});
+  uniform_(x, -1, 1, gen);
+  auto [y, am] = kernels::max_pool2d_forward(x, p);
+  {  // check: every output equals the max of its window
+    const auto xv = x.to_vector<float>(), yv = y.to_vector<float>();
+    const int64_t P = H / 2;
+    for (int64_t i = 0; i < y.numel(); i += 97) {
+      const int64_t plane = i / (P * P), pi = (i % (P * P)) / P, qi = i % P;
+      const float* b = xv.data() + plane * H * H + 2 * pi * H + 2 * qi;
+      if (yv[i] != std::max(std::max(b[0], b[1]), std::max(b[H], b[H + 1]))) {
+        state.SkipWithError("max-pool result check failed");
+        return;
+      }
+    }
+  }
+  Tensor dy = Tensor::empty(y.shape());
+  uniform_(dy, -1, 1, gen);
+  for (auto _ : state) {
+    if (backward)
+      benchmark::DoNotOptimize(kernels::max_pool2d_backward(dy, am, x.shape(), p));
+    else
+      benchmark::DoNotOptimize(kernels::max_pool2d_forward(x, p));
+  }
+  // Bytes moved: read x + write y + write argmax (fwd); read dy + argmax + write dx (bwd).
+  const double bytes = backward ? (y.numel() * 8.0 + x.numel() * 4.0) : (x.numel() * 4.0 + y.numel() * 8.0);
+  state.counters["GB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(backward ? "bwd " : "fwd ") + "N=12 C=" + std::to_string(C) + " H=" + std::to_string(H));
+}
+BENCHMARK(BM_MaxPoolCpu)->ArgsProduct({{0, 1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The whole Koch branch forward + backward at batch 12 (2 threads): the number
+// to compare with bench/references/koch_branch_torch.py (images/s).
+void BM_KochBranchCpu(benchmark::State& state) {
+  set_num_threads(kCpuThreads);
+  Generator gen(5);
+  auto param = [&](const Shape& s, double b) {
+    Tensor t = Tensor::empty(s);
+    uniform_(t, -b, b, gen);
+    return ag::Variable(t, true);
+  };
+  std::vector<ag::Variable> w, b;
+  for (const Layer& L : kLayers) {
+    w.push_back(param({L.K, L.C, L.R, L.R}, 1.0 / std::sqrt(double(L.C * L.R * L.R))));
+    b.push_back(param({L.K}, 0.01));
+  }
+  ag::Variable fw = param({4096, 9216}, 1.0 / 96), fb = param({4096}, 0.01);
+  Tensor xin = Tensor::empty({kCpuBatch, 1, 105, 105});
+  uniform_(xin, 0, 1, gen);
+  ag::Variable x(xin);
+  kernels::Pool2dParams pool;
+  auto step = [&] {
+    ag::Variable h = x;
+    for (int l = 0; l < 4; ++l) {
+      h = ag::relu(ag::conv2d(h, w[l], b[l]));
+      if (l < 3) h = ag::max_pool2d(h, pool);
+    }
+    ag::Variable out = ag::sigmoid_act(ag::linear(ag::flatten_batch(h), fw, fb));
+    out.backward(Tensor::ones(out.shape()));
+    return out;
+  };
+  step();  // warm-up
+  for (auto _ : state) {
+    for (auto& v : w) v.zero_grad();
+    for (auto& v : b) v.zero_grad();
+    fw.zero_grad(), fb.zero_grad();
+    benchmark::DoNotOptimize(step());
+  }
+  state.counters["images/s"] = benchmark::Counter(double(kCpuBatch), benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel("N=12 threads=2 fwd+bwd");
+}
+BENCHMARK(BM_KochBranchCpu)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(3.0);
+
+// ================================ GPU ==========================================
+constexpr int64_t kGpuBatch = 150;
+
+bool have_gpu(benchmark::State& state) {
+  if (cuda_available()) return true;
+  state.SkipWithError("no CUDA device present (GPU benchmark skipped)");
+  return false;
+}
+
+#ifdef MN_WITH_CUDA
+// Times fn with CUDA events on the library stream: one event pair per iteration.
+template <typename F>
+void time_gpu(benchmark::State& state, F&& fn, double flops) {
+  cudaEvent_t a, b;
+  CUDA_CHECK(cudaEventCreate(&a));
+  CUDA_CHECK(cudaEventCreate(&b));
+  for (int i = 0; i < 3; ++i) fn();  // warm-up
+  CUDA_CHECK(cudaStreamSynchronize(cuda::stream()));
+  for (auto _ : state) {
+    CUDA_CHECK(cudaEventRecord(a, cuda::stream()));
+    fn();
+    CUDA_CHECK(cudaEventRecord(b, cuda::stream()));
+    CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    state.SetIterationTime(ms * 1e-3);
+  }
+  CUDA_CHECK(cudaEventDestroy(a));
+  CUDA_CHECK(cudaEventDestroy(b));
+  state.counters["TFLOP/s"] = benchmark::Counter(flops * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
+}
+#endif
+
+void BM_ConvGpuOurs(benchmark::State& state) {
+  if (!have_gpu(state)) return;
+#ifdef MN_WITH_CUDA
+  const int layer = int(state.range(0));
+  const Pass pass = Pass(state.range(1));
+  if (!validated(state, layer, pass, Device::cuda())) return;
+  ConvData c = make_data(layer, kGpuBatch, Device::cuda());
+  Tensor out = run_ours(c, pass, Conv2dAlgo::Gemm);
+  // Writes into fresh tensors from the caching allocator: no cudaMalloc in the loop.
+  time_gpu(state, [&] { out = run_ours(c, pass, Conv2dAlgo::Gemm); }, kernels::conv2d_flops(c.g));
+  state.SetLabel(std::string("ours layer") + std::to_string(layer + 1) + " " + kPassName[pass] + " N=150 " +
+                 device_name(Device::cuda()));
+#endif
+}
+BENCHMARK(BM_ConvGpuOurs)->ArgsProduct({{0, 1, 2, 3}, {0, 1, 2}})->UseManualTime()->Unit(benchmark::kMillisecond);
+
+#ifdef MN_HAVE_CUDNN
+#define CUDNN_CHECK(expr)                                                                  \
+  do {                                                                                     \
+    cudnnStatus_t s_ = (expr);                                                             \
+    if (s_ != CUDNN_STATUS_SUCCESS) MN_THROW("cuDNN: ", #expr, ": ", cudnnGetErrorString(s_)); \
+  } while (0)
+
+// range(2): 0 = TF32 off (CUDNN_FMA_MATH), 1 = tensor ops allowed (CUDNN_TENSOR_OP_MATH).
+void BM_ConvGpuCudnn(benchmark::State& state) {
+  if (!have_gpu(state)) return;
+  const int layer = int(state.range(0));
+  const Pass pass = Pass(state.range(1));
+  const bool tf32 = state.range(2) != 0;
+  ConvData c = make_data(layer, kGpuBatch, Device::cuda());
+  const auto& g = c.g;
+  static cudnnHandle_t h = nullptr;
+  if (!h) CUDNN_CHECK(cudnnCreate(&h));
+  CUDNN_CHECK(cudnnSetStream(h, cuda::stream()));
+  cudnnTensorDescriptor_t xd, yd;
+  cudnnFilterDescriptor_t wd;
+  cudnnConvolutionDescriptor_t cd;
+  CUDNN_CHECK(cudnnCreateTensorDescriptor(&xd));
+  CUDNN_CHECK(cudnnCreateTensorDescriptor(&yd));
+  CUDNN_CHECK(cudnnCreateFilterDescriptor(&wd));
+  CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&cd));
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, int(g.N), int(g.C), int(g.H), int(g.W)));
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, int(g.N), int(g.K), int(g.P), int(g.Q)));
+  CUDNN_CHECK(cudnnSetFilter4dDescriptor(wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, int(g.K), int(g.C), int(g.R), int(g.S)));
+  CUDNN_CHECK(cudnnSetConvolution2dDescriptor(cd, 0, 0, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  CUDNN_CHECK(cudnnSetConvolutionMathType(cd, tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+  const size_t ws_bytes = size_t(1) << 30;
+  Tensor ws = Tensor::empty({int64_t(ws_bytes)}, DType::U8, Device::cuda());
+  Tensor out = Tensor::empty(pass == Fwd ? c.dy.shape() : pass == BwdData ? c.x.shape() : c.w.shape(),
+                             DType::F32, Device::cuda());
+  const float one = 1.f, zero = 0.f;
+  std::function<void()> fn;
+  int n_ret = 0;
+  std::string algo_name;
+  if (pass == Fwd) {
+    cudnnConvolutionFwdAlgoPerf_t perf[16];
+    CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(h, xd, c.x.raw_data(), wd, c.w.raw_data(), cd, yd,
+                                                       out.raw_data(), 16, &n_ret, perf, ws.raw_data(), ws_bytes));
+    cudnnConvolutionFwdAlgo_t algo = perf[0].algo;
+    CUDNN_CHECK(cudnnSetConvolutionMathType(cd, perf[0].mathType));
+    algo_name = "fwd_algo" + std::to_string(int(algo));
+    fn = [&, algo] {
+      CUDNN_CHECK(cudnnConvolutionForward(h, &one, xd, c.x.raw_data(), wd, c.w.raw_data(), cd, algo,
+                                          ws.raw_data(), ws_bytes, &zero, yd, out.raw_data()));
+    };
+  } else if (pass == BwdData) {
+    cudnnConvolutionBwdDataAlgoPerf_t perf[16];
+    CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(h, wd, c.w.raw_data(), yd, c.dy.raw_data(), cd, xd,
+                                                            out.raw_data(), 16, &n_ret, perf, ws.raw_data(), ws_bytes));
+    cudnnConvolutionBwdDataAlgo_t algo = perf[0].algo;
+    CUDNN_CHECK(cudnnSetConvolutionMathType(cd, perf[0].mathType));
+    algo_name = "bwd_data_algo" + std::to_string(int(algo));
+    fn = [&, algo] {
+      CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, wd, c.w.raw_data(), yd, c.dy.raw_data(), cd, algo,
+                                               ws.raw_data(), ws_bytes, &zero, xd, out.raw_data()));
+    };
+  } else {
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[16];
+    CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, xd, c.x.raw_data(), yd, c.dy.raw_data(), cd, wd,
+                                                              out.raw_data(), 16, &n_ret, perf, ws.raw_data(), ws_bytes));
+    cudnnConvolutionBwdFilterAlgo_t algo = perf[0].algo;
+    CUDNN_CHECK(cudnnSetConvolutionMathType(cd, perf[0].mathType));
+    algo_name = "bwd_filter_algo" + std::to_string(int(algo));
+    fn = [&, algo] {
+      CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, xd, c.x.raw_data(), yd, c.dy.raw_data(), cd, algo,
+                                                 ws.raw_data(), ws_bytes, &zero, wd, out.raw_data()));
+    };
+  }
+  // Check cuDNN against ours at the full batch (TF32 rounds inputs to 10 mantissa bits).
+  fn();
+  const double e = rel_diff(run_ours(c, pass, Conv2dAlgo::Gemm), out);
+  if (!(e < (tf32 ? 5e-2 : 1e-3))) {
+    state.SkipWithError(("cuDNN vs ours check failed: " + std::to_string(e)).c_str());
+  } else {
+    time_gpu(state, fn, kernels::conv2d_flops(g));
+    state.SetLabel(std::string("cudnn ") + (tf32 ? "tf32 " : "fp32 ") + algo_name + " layer" +
+                   std::to_string(layer + 1) + " " + kPassName[pass] + " N=150 " + device_name(Device::cuda()));
+  }
+  cudnnDestroyTensorDescriptor(xd);
+  cudnnDestroyTensorDescriptor(yd);
+  cudnnDestroyFilterDescriptor(wd);
+  cudnnDestroyConvolutionDescriptor(cd);
+}
+BENCHMARK(BM_ConvGpuCudnn)->ArgsProduct({{0, 1, 2, 3}, {0, 1, 2}, {0, 1}})->UseManualTime()->Unit(benchmark::kMillisecond);
+#endif
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::AddCustomContext("cpu_device", device_name(Device::cpu()));
+  benchmark::AddCustomContext("gpu_device", cuda_available() ? device_name(Device::cuda()) : "none");
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

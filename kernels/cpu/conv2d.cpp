@@ -1,0 +1,306 @@
+// CPU conv2d: the direct loop nest (Conv2dAlgo::Direct, the oracle) and the fast
+// path (Conv2dAlgo::Gemm): im2col of one image into a (C*R*S, P*Q) column matrix,
+// then one gemm_cpu per image:
+//   forward          Y_n (K, PQ)   = W (K, CRS) * col_n (CRS, PQ)
+//   backward-data    col (CRS, PQ) = W^T * dY_n, then col2im (scatter-add) into dX_n
+//   backward-weight  dW (K, CRS)  += dY_n (K, PQ) * col_n^T
+// Images are spread over the thread pool in contiguous chunks (one column buffer
+// per thread; the GEMM inside then runs serially because parallel_for does not
+// nest). With a single image the GEMM itself is parallel instead. Backward-weight
+// accumulates one partial per chunk and sums them in chunk order: deterministic.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels/conv2d.h"
+#include "kernels/gemm.h"
+#include "runtime/parallel.h"
+
+namespace mn::kernels {
+namespace {
+
+// [lo, hi) of the output positions q for which 0 <= q*stride + off < limit.
+inline void valid_range(int64_t off, int64_t stride, int64_t limit, int64_t Q, int64_t& lo,
+                        int64_t& hi) {
+  lo = off >= 0 ? 0 : (-off + stride - 1) / stride;
+  hi = limit - off <= 0 ? 0 : (limit - off + stride - 1) / stride;
+  hi = std::min(hi, Q);
+  lo = std::min(lo, hi);
+}
+
+// x: (C, H, W) of one image -> col: (C*R*S, P*Q).
+template <typename T>
+void im2col(const Conv2dGeom& g, const T* x, T* col) {
+  const int64_t PQ = g.P * g.Q;
+  for (int64_t c = 0; c < g.C; ++c)
+    for (int64_t r = 0; r < g.R; ++r)
+      for (int64_t s = 0; s < g.S; ++s) {
+        T* dst = col + ((c * g.R + r) * g.S + s) * PQ;
+        const int64_t woff = s * g.dw - g.pw;
+        int64_t q0, q1;
+        valid_range(woff, g.sw, g.W, g.Q, q0, q1);
+        for (int64_t p = 0; p < g.P; ++p) {
+          T* d = dst + p * g.Q;
+          const int64_t h = p * g.sh - g.ph + r * g.dh;
+          if (h < 0 || h >= g.H) {
+            std::fill(d, d + g.Q, T(0));
+            continue;
+          }
+          const T* src = x + (c * g.H + h) * g.W + woff;
+          std::fill(d, d + q0, T(0));
+          if (g.sw == 1) {
+            std::memcpy(d + q0, src + q0, sizeof(T) * (q1 - q0));
+          } else {
+            for (int64_t q = q0; q < q1; ++q) d[q] = src[q * g.sw];
+          }
+          std::fill(d + q1, d + g.Q, T(0));
+        }
+      }
+}
+
+// col: (C*R*S, P*Q) -> dx: (C, H, W), accumulated (dx must be zeroed first).
+template <typename T>
+void col2im(const Conv2dGeom& g, const T* col, T* dx) {
+  const int64_t PQ = g.P * g.Q;
+  for (int64_t c = 0; c < g.C; ++c)
+    for (int64_t r = 0; r < g.R; ++r)
+      for (int64_t s = 0; s < g.S; ++s) {
+        const T* src = col + ((c * g.R + r) * g.S + s) * PQ;
+        const int64_t woff = s * g.dw - g.pw;
+        int64_t q0, q1;
+        valid_range(woff, g.sw, g.W, g.Q, q0, q1);
+        for (int64_t p = 0; p < g.P; ++p) {
+          const int64_t h = p * g.sh - g.ph + r * g.dh;
+          if (h < 0 || h >= g.H) continue;
+          T* d = dx + (c * g.H + h) * g.W + woff;
+          const T* sp = src + p * g.Q;
+          for (int64_t q = q0; q < q1; ++q) d[q * g.sw] += sp[q];
+        }
+      }
+}
+
+// A pointwise convolution reads the image itself as its column matrix.
+inline bool is_pointwise(const Conv2dGeom& g) {
+  return g.R == 1 && g.S == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
+}
+
+// Per-thread scratch, reused across calls (grows, never shrinks).
+template <typename T>
+T* scratch(int64_t n) {
+  thread_local std::vector<T> buf;
+  if (static_cast<int64_t>(buf.size()) < n) buf.resize(static_cast<size_t>(n));
+  return buf.data();
+}
+
+// Runs fn(first_image, end_image) over `chunks` contiguous image ranges, in parallel.
+template <typename F>
+void for_image_chunks(int64_t N, int64_t chunks, F&& fn) {
+  parallel_for(0, chunks, 1, [&](int64_t cb, int64_t ce) {
+    for (int64_t ci = cb; ci < ce; ++ci) fn(ci, ci * N / chunks, (ci + 1) * N / chunks);
+  });
+}
+
+inline int64_t num_chunks(int64_t N) {
+  return std::max<int64_t>(1, std::min<int64_t>(N, num_threads()));
+}
+
+// ---- direct loop nests (oracle) ----------------------------------------------
+template <typename T>
+void forward_direct(const Conv2dGeom& g, const T* x, const T* w, const T* b, T* y) {
+  parallel_for(0, g.N * g.K, 1, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t n = i / g.K, k = i % g.K;
+      for (int64_t p = 0; p < g.P; ++p)
+        for (int64_t q = 0; q < g.Q; ++q) {
+          T acc = b ? b[k] : T(0);
+          for (int64_t c = 0; c < g.C; ++c)
+            for (int64_t r = 0; r < g.R; ++r) {
+              const int64_t h = p * g.sh - g.ph + r * g.dh;
+              if (h < 0 || h >= g.H) continue;
+              for (int64_t s = 0; s < g.S; ++s) {
+                const int64_t ww = q * g.sw - g.pw + s * g.dw;
+                if (ww < 0 || ww >= g.W) continue;
+                acc += w[((k * g.C + c) * g.R + r) * g.S + s] * x[((n * g.C + c) * g.H + h) * g.W + ww];
+              }
+            }
+          y[((n * g.K + k) * g.P + p) * g.Q + q] = acc;
+        }
+    }
+  });
+}
+
+template <typename T>
+void backward_data_direct(const Conv2dGeom& g, const T* dy, const T* w, T* dx) {
+  parallel_for(0, g.N, 1, [&](int64_t n0, int64_t n1) {
+    for (int64_t n = n0; n < n1; ++n) {
+      T* dxn = dx + n * g.C * g.H * g.W;
+      std::fill(dxn, dxn + g.C * g.H * g.W, T(0));
+      for (int64_t k = 0; k < g.K; ++k)
+        for (int64_t p = 0; p < g.P; ++p)
+          for (int64_t q = 0; q < g.Q; ++q) {
+            const T d = dy[((n * g.K + k) * g.P + p) * g.Q + q];
+            for (int64_t c = 0; c < g.C; ++c)
+              for (int64_t r = 0; r < g.R; ++r) {
+                const int64_t h = p * g.sh - g.ph + r * g.dh;
+                if (h < 0 || h >= g.H) continue;
+                for (int64_t s = 0; s < g.S; ++s) {
+                  const int64_t ww = q * g.sw - g.pw + s * g.dw;
+                  if (ww < 0 || ww >= g.W) continue;
+                  dxn[(c * g.H + h) * g.W + ww] += d * w[((k * g.C + c) * g.R + r) * g.S + s];
+                }
+              }
+          }
+    }
+  });
+}
+
+template <typename T>
+void backward_weight_direct(const Conv2dGeom& g, const T* x, const T* dy, T* dw) {
+  parallel_for(0, g.K, 1, [&](int64_t k0, int64_t k1) {
+    for (int64_t k = k0; k < k1; ++k)
+      for (int64_t c = 0; c < g.C; ++c)
+        for (int64_t r = 0; r < g.R; ++r)
+          for (int64_t s = 0; s < g.S; ++s) {
+            T acc = 0;
+            for (int64_t n = 0; n < g.N; ++n)
+              for (int64_t p = 0; p < g.P; ++p) {
+                const int64_t h = p * g.sh - g.ph + r * g.dh;
+                if (h < 0 || h >= g.H) continue;
+                for (int64_t q = 0; q < g.Q; ++q) {
+                  const int64_t ww = q * g.sw - g.pw + s * g.dw;
+                  if (ww < 0 || ww >= g.W) continue;
+                  acc += dy[((n * g.K + k) * g.P + p) * g.Q + q] * x[((n * g.C + c) * g.H + h) * g.W + ww];
+                }
+              }
+            dw[((k * g.C + c) * g.R + r) * g.S + s] = acc;
+          }
+  });
+}
+
+}  // namespace
+
+// ---- public entry points -------------------------------------------------------
+template <typename T>
+void conv2d_forward_cpu(const Conv2dGeom& g, const T* x, const T* w, const T* b, T* y,
+                        Conv2dAlgo algo) {
+  if (algo == Conv2dAlgo::Direct) return forward_direct(g, x, w, b, y);
+  const int64_t PQ = g.P * g.Q, CRS = g.C * g.R * g.S, CHW = g.C * g.H * g.W;
+  const bool pw = is_pointwise(g);
+  auto one_image = [&](int64_t n) {
+    const T* col = x + n * CHW;
+    if (!pw) {
+      T* buf = scratch<T>(CRS * PQ);
+      im2col(g, x + n * CHW, buf);
+      col = buf;
+    }
+    T* yn = y + n * g.K * PQ;
+    gemm_cpu<T>(false, false, g.K, PQ, CRS, T(1), w, CRS, col, PQ, T(0), yn, PQ);
+    if (b)
+      for (int64_t k = 0; k < g.K; ++k) {
+        T* row = yn + k * PQ;
+        const T bk = b[k];
+        for (int64_t i = 0; i < PQ; ++i) row[i] += bk;
+      }
+  };
+  const int64_t chunks = num_chunks(g.N);
+  if (chunks == 1) {
+    for (int64_t n = 0; n < g.N; ++n) one_image(n);
+  } else {
+    for_image_chunks(g.N, chunks, [&](int64_t, int64_t n0, int64_t n1) {
+      for (int64_t n = n0; n < n1; ++n) one_image(n);
+    });
+  }
+}
+
+template <typename T>
+void conv2d_backward_data_cpu(const Conv2dGeom& g, const T* dy, const T* w, T* dx,
+                              Conv2dAlgo algo) {
+  if (algo == Conv2dAlgo::Direct) return backward_data_direct(g, dy, w, dx);
+  const int64_t PQ = g.P * g.Q, CRS = g.C * g.R * g.S, CHW = g.C * g.H * g.W;
+  const bool pw = is_pointwise(g);
+  auto one_image = [&](int64_t n) {
+    T* dxn = dx + n * CHW;
+    const T* dyn = dy + n * g.K * PQ;
+    if (pw) {  // dX_n (C, HW) = W^T (C, K) * dY_n (K, HW)
+      gemm_cpu<T>(true, false, CRS, PQ, g.K, T(1), w, CRS, dyn, PQ, T(0), dxn, PQ);
+      return;
+    }
+    T* col = scratch<T>(CRS * PQ);
+    gemm_cpu<T>(true, false, CRS, PQ, g.K, T(1), w, CRS, dyn, PQ, T(0), col, PQ);
+    std::fill(dxn, dxn + CHW, T(0));
+    col2im(g, col, dxn);
+  };
+  const int64_t chunks = num_chunks(g.N);
+  if (chunks == 1) {
+    for (int64_t n = 0; n < g.N; ++n) one_image(n);
+  } else {
+    for_image_chunks(g.N, chunks, [&](int64_t, int64_t n0, int64_t n1) {
+      for (int64_t n = n0; n < n1; ++n) one_image(n);
+    });
+  }
+}
+
+template <typename T>
+void conv2d_backward_weight_cpu(const Conv2dGeom& g, const T* x, const T* dy, T* dw,
+                                Conv2dAlgo algo) {
+  if (algo == Conv2dAlgo::Direct) return backward_weight_direct(g, x, dy, dw);
+  const int64_t PQ = g.P * g.Q, CRS = g.C * g.R * g.S, CHW = g.C * g.H * g.W;
+  const int64_t KCRS = g.K * CRS;
+  const bool pw = is_pointwise(g);
+  // Accumulates images [n0, n1) into out (overwritten by the first image).
+  auto images = [&](int64_t n0, int64_t n1, T* out) {
+    if (n0 == n1) {
+      std::fill(out, out + KCRS, T(0));
+      return;
+    }
+    for (int64_t n = n0; n < n1; ++n) {
+      const T* col = x + n * CHW;
+      if (!pw) {
+        T* buf = scratch<T>(CRS * PQ);
+        im2col(g, x + n * CHW, buf);
+        col = buf;
+      }
+      gemm_cpu<T>(false, true, g.K, CRS, PQ, T(1), dy + n * g.K * PQ, PQ, col, PQ,
+                  n == n0 ? T(0) : T(1), out, CRS);
+    }
+  };
+  const int64_t chunks = num_chunks(g.N);
+  if (chunks == 1) return images(0, g.N, dw);
+  std::vector<T> partial(static_cast<size_t>((chunks - 1) * KCRS));
+  for_image_chunks(g.N, chunks, [&](int64_t ci, int64_t n0, int64_t n1) {
+    images(n0, n1, ci == 0 ? dw : partial.data() + (ci - 1) * KCRS);
+  });
+  for (int64_t ci = 1; ci < chunks; ++ci) {
+    const T* src = partial.data() + (ci - 1) * KCRS;
+    for (int64_t i = 0; i < KCRS; ++i) dw[i] += src[i];
+  }
+}
+
+template <typename T>
+void conv2d_backward_bias_cpu(const Conv2dGeom& g, const T* dy, T* db) {
+  const int64_t PQ = g.P * g.Q;
+  parallel_for(0, g.K, 1, [&](int64_t k0, int64_t k1) {
+    for (int64_t k = k0; k < k1; ++k) {
+      T acc = 0;
+      for (int64_t n = 0; n < g.N; ++n) {
+        const T* row = dy + (n * g.K + k) * PQ;
+        for (int64_t i = 0; i < PQ; ++i) acc += row[i];
+      }
+      db[k] = acc;
+    }
+  });
+}
+
+#define MN_CONV2D_CPU_INSTANTIATE(T)                                                        \
+  template void conv2d_forward_cpu<T>(const Conv2dGeom&, const T*, const T*, const T*, T*,   \
+                                      Conv2dAlgo);                                          \
+  template void conv2d_backward_data_cpu<T>(const Conv2dGeom&, const T*, const T*, T*,       \
+                                            Conv2dAlgo);                                    \
+  template void conv2d_backward_weight_cpu<T>(const Conv2dGeom&, const T*, const T*, T*,     \
+                                              Conv2dAlgo);                                  \
+  template void conv2d_backward_bias_cpu<T>(const Conv2dGeom&, const T*, T*);
+MN_CONV2D_CPU_INSTANTIATE(float)
+MN_CONV2D_CPU_INSTANTIATE(double)
+#undef MN_CONV2D_CPU_INSTANTIATE
+
+}  // namespace mn::kernels

@@ -1,0 +1,410 @@
+// CUDA conv2d: forward, backward-data, backward-weight, backward-bias.
+//
+// Versions (Conv2dAlgo, see kernels/conv2d.h):
+//   0 Direct: one thread per output element; loops over the reduction. Simple,
+//             obviously correct, slow: the GPU oracle next to the CPU loops.
+//   1 Gemm:   implicit GEMM. One templated tiled kernel (igemm_kernel) computes
+//             C (M x Ncols) = A (M x Kd) * B (Kd x Ncols) where A and B are never
+//             materialised: an "op" functor gathers their elements from the tensors
+//             (zero for padding) and scatters C back:
+//               forward          M = K, Ncols = N*P*Q, Kd = C*R*S (A = weight, B = im2col(x))
+//               backward-data    M = C, Ncols = N*H*W, Kd = K*R*S (A = weight^T, B = "col(dy)")
+//               backward-weight  M = K, Ncols = C*R*S, Kd = N*P*Q (A = dy, B = im2col(x)^T)
+//             Tiles: 64 x 64 outputs per 256-thread block, 16-deep K slices staged in
+//             shared memory; each thread accumulates a 4 x 4 register tile at rows
+//             ty + 16 i, columns tx + 16 j (conflict-free shared reads, coalesced
+//             stores along the column index, which runs along q / w). Each thread
+//             loads a fixed B column, so the column's index decode is hoisted out of
+//             the K loop. Backward-weight has a long reduction (N*P*Q) and a small
+//             output, so it splits Kd over gridDim.z and a second kernel sums the
+//             partials in a fixed order (deterministic, no atomics).
+// Index decodes use 32-bit arithmetic (checked on the host: every extent < 2^31).
+#include <algorithm>
+#include <climits>
+
+#include "kernels/conv2d.h"
+#include "runtime/cuda_check.h"
+
+namespace mn::kernels {
+namespace {
+
+// 32-bit copy of the geometry for the device.
+struct G {
+  int N, C, H, W, K, R, S, P, Q, sh, sw, ph, pw, dh, dw;
+};
+
+G to_device_geom(const Conv2dGeom& g) {
+  const int64_t biggest =
+      std::max({g.N * g.C * g.H * g.W, g.N * g.K * g.P * g.Q, g.K * g.C * g.R * g.S});
+  MN_CHECK(biggest < INT_MAX, "conv2d (cuda): tensors with 2^31 or more elements are not supported: ",
+           conv2d_geom_str(g));
+  return G{int(g.N),  int(g.C),  int(g.H),  int(g.W),  int(g.K),  int(g.R),  int(g.S), int(g.P),
+           int(g.Q),  int(g.sh), int(g.sw), int(g.ph), int(g.pw), int(g.dh), int(g.dw)};
+}
+
+// ============================ version 0: direct ===============================
+template <typename T>
+__global__ void conv_fwd_direct(G g, const T* __restrict__ x, const T* __restrict__ w,
+                                const T* __restrict__ b, T* __restrict__ y, int64_t total) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int q = int(i % g.Q), p = int((i / g.Q) % g.P), k = int((i / (int64_t(g.Q) * g.P)) % g.K);
+    const int n = int(i / (int64_t(g.Q) * g.P * g.K));
+    T acc = b ? b[k] : T(0);
+    for (int c = 0; c < g.C; ++c)
+      for (int r = 0; r < g.R; ++r) {
+        const int h = p * g.sh - g.ph + r * g.dh;
+        if (h < 0 || h >= g.H) continue;
+        for (int s = 0; s < g.S; ++s) {
+          const int ww = q * g.sw - g.pw + s * g.dw;
+          if (ww < 0 || ww >= g.W) continue;
+          acc += w[((int64_t(k) * g.C + c) * g.R + r) * g.S + s] *
+                 x[((int64_t(n) * g.C + c) * g.H + h) * g.W + ww];
+        }
+      }
+    y[i] = acc;
+  }
+}
+
+template <typename T>
+__global__ void conv_bwd_data_direct(G g, const T* __restrict__ dy, const T* __restrict__ w,
+                                     T* __restrict__ dx, int64_t total) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int ww = int(i % g.W), h = int((i / g.W) % g.H), c = int((i / (int64_t(g.W) * g.H)) % g.C);
+    const int n = int(i / (int64_t(g.W) * g.H * g.C));
+    T acc = 0;
+    for (int k = 0; k < g.K; ++k)
+      for (int r = 0; r < g.R; ++r) {
+        const int ps = h + g.ph - r * g.dh;  // = p * sh
+        if (ps < 0 || ps % g.sh != 0 || ps / g.sh >= g.P) continue;
+        const int p = ps / g.sh;
+        for (int s = 0; s < g.S; ++s) {
+          const int qs = ww + g.pw - s * g.dw;
+          if (qs < 0 || qs % g.sw != 0 || qs / g.sw >= g.Q) continue;
+          acc += dy[((int64_t(n) * g.K + k) * g.P + p) * g.Q + qs / g.sw] *
+                 w[((int64_t(k) * g.C + c) * g.R + r) * g.S + s];
+        }
+      }
+    dx[i] = acc;
+  }
+}
+
+template <typename T>
+__global__ void conv_bwd_weight_direct(G g, const T* __restrict__ x, const T* __restrict__ dy,
+                                       T* __restrict__ dw, int64_t total) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int s = int(i % g.S), r = int((i / g.S) % g.R), c = int((i / (g.S * g.R)) % g.C);
+    const int k = int(i / (int64_t(g.S) * g.R * g.C));
+    T acc = 0;
+    for (int n = 0; n < g.N; ++n)
+      for (int p = 0; p < g.P; ++p) {
+        const int h = p * g.sh - g.ph + r * g.dh;
+        if (h < 0 || h >= g.H) continue;
+        for (int q = 0; q < g.Q; ++q) {
+          const int ww = q * g.sw - g.pw + s * g.dw;
+          if (ww < 0 || ww >= g.W) continue;
+          acc += dy[((int64_t(n) * g.K + k) * g.P + p) * g.Q + q] *
+                 x[((int64_t(n) * g.C + c) * g.H + h) * g.W + ww];
+        }
+      }
+    dw[i] = acc;
+  }
+}
+
+// db[k] = sum over n, p, q of dy[n, k, p, q]: one block per k, fixed-order tree.
+template <typename T>
+__global__ void conv_bwd_bias(G g, const T* __restrict__ dy, T* __restrict__ db) {
+  __shared__ T red[256];
+  const int k = blockIdx.x;
+  const int PQ = g.P * g.Q;
+  T acc = 0;
+  for (int n = 0; n < g.N; ++n) {
+    const T* row = dy + (int64_t(n) * g.K + k) * PQ;
+    for (int i = threadIdx.x; i < PQ; i += blockDim.x) acc += row[i];
+  }
+  red[threadIdx.x] = acc;
+  __syncthreads();
+  for (int o = blockDim.x / 2; o > 0; o >>= 1) {
+    if (threadIdx.x < o) red[threadIdx.x] += red[threadIdx.x + o];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) db[k] = red[0];
+}
+
+// ========================= version 1: implicit GEMM ===========================
+constexpr int BM = 64, BN = 64, BK = 16, NT = 256;
+
+// Forward: A = w (K, CRS), B[crs, npq] = x gathered, C -> y (+ bias).
+template <typename T>
+struct FwdOp {
+  G g;
+  const T* x;
+  const T* w;
+  const T* b;
+  T* y;
+  int CRS, RS, PQ;
+  struct Col {
+    bool valid;
+    int n, hb, wb;     // image, top-left input row/col of the window
+    int64_t yoff;      // offset of y[n, 0, p, q]
+  };
+  __device__ Col col(int j, int ncols) const {
+    Col c{j < ncols, 0, 0, 0, 0};
+    if (!c.valid) return c;
+    const int n = j / PQ, pq = j - n * PQ, p = pq / g.Q, q = pq - p * g.Q;
+    c.n = n, c.hb = p * g.sh - g.ph, c.wb = q * g.sw - g.pw;
+    c.yoff = int64_t(n) * g.K * PQ + pq;
+    return c;
+  }
+  __device__ T a(int m, int kk) const { return w[int64_t(m) * CRS + kk]; }
+  __device__ T bval(int kk, const Col& c) const {
+    const int ch = kk / RS, rs = kk - ch * RS, r = rs / g.S, s = rs - r * g.S;
+    const int h = c.hb + r * g.dh, ww = c.wb + s * g.dw;
+    if (h < 0 || h >= g.H || ww < 0 || ww >= g.W) return T(0);
+    return x[((int64_t(c.n) * g.C + ch) * g.H + h) * g.W + ww];
+  }
+  __device__ void store(int m, const Col& c, T v, int) const {
+    y[c.yoff + int64_t(m) * PQ] = v + (b ? b[m] : T(0));
+  }
+};
+
+// Backward-data: A[c, krs] = w[k, c, r, s], B[krs, nhw] = dy gathered, C -> dx.
+template <typename T>
+struct BwdDataOp {
+  G g;
+  const T* dy;
+  const T* w;
+  T* dx;
+  int RS, HW, PQ;
+  struct Col {
+    bool valid;
+    int n, hp, wp;     // h + ph, w + pw
+    int64_t xoff;      // offset of dx[n, 0, h, w]
+  };
+  __device__ Col col(int j, int ncols) const {
+    Col c{j < ncols, 0, 0, 0, 0};
+    if (!c.valid) return c;
+    const int n = j / HW, hw = j - n * HW, h = hw / g.W, ww = hw - h * g.W;
+    c.n = n, c.hp = h + g.ph, c.wp = ww + g.pw;
+    c.xoff = int64_t(n) * g.C * HW + hw;
+    return c;
+  }
+  __device__ T a(int m, int kk) const {
+    const int k = kk / RS, rs = kk - k * RS;
+    return w[(int64_t(k) * g.C + m) * RS + rs];
+  }
+  __device__ T bval(int kk, const Col& c) const {
+    const int k = kk / RS, rs = kk - k * RS, r = rs / g.S, s = rs - r * g.S;
+    const int ps = c.hp - r * g.dh, qs = c.wp - s * g.dw;
+    if (ps < 0 || qs < 0) return T(0);
+    const int p = ps / g.sh, q = qs / g.sw;
+    if (p * g.sh != ps || q * g.sw != qs || p >= g.P || q >= g.Q) return T(0);
+    return dy[(int64_t(c.n) * g.K + k) * PQ + p * g.Q + q];
+  }
+  __device__ void store(int m, const Col& c, T v, int) const { dx[c.xoff + int64_t(m) * HW] = v; }
+};
+
+// Backward-weight: A[k, npq] = dy, B[npq, crs] = x gathered, C -> partial[z] (K, CRS).
+template <typename T>
+struct BwdWeightOp {
+  G g;
+  const T* x;
+  const T* dy;
+  T* out;  // (splits, K, CRS)
+  int CRS, RS, PQ;
+  struct Col {
+    bool valid;
+    int c, roff, soff;  // channel, r*dh - ph, s*dw - pw
+    int j;
+  };
+  __device__ Col col(int j, int ncols) const {
+    Col c{j < ncols, 0, 0, 0, j};
+    if (!c.valid) return c;
+    const int ch = j / RS, rs = j - ch * RS, r = rs / g.S, s = rs - r * g.S;
+    c.c = ch, c.roff = r * g.dh - g.ph, c.soff = s * g.dw - g.pw;
+    return c;
+  }
+  __device__ T a(int m, int kk) const {
+    const int n = kk / PQ, pq = kk - n * PQ;
+    return dy[(int64_t(n) * g.K + m) * PQ + pq];
+  }
+  __device__ T bval(int kk, const Col& c) const {
+    const int n = kk / PQ, pq = kk - n * PQ, p = pq / g.Q, q = pq - p * g.Q;
+    const int h = p * g.sh + c.roff, ww = q * g.sw + c.soff;
+    if (h < 0 || h >= g.H || ww < 0 || ww >= g.W) return T(0);
+    return x[((int64_t(n) * g.C + c.c) * g.H + h) * g.W + ww];
+  }
+  __device__ void store(int m, const Col& c, T v, int z) const {
+    out[(int64_t(z) * g.K + m) * CRS + c.j] = v;
+  }
+};
+
+// C (M x ncols) = A (M x Kd) * B (Kd x ncols) over the K range of this blockIdx.z.
+template <typename T, typename Op>
+__global__ void __launch_bounds__(NT) igemm_kernel(Op op, int M, int ncols, int Kd, int k_split) {
+  __shared__ T As[BK][BM + 1];
+  __shared__ T Bs[BK][BN];
+  const int tid = threadIdx.x;
+  const int tx = tid % 16, ty = tid / 16;
+  const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+  const int kbeg = blockIdx.z * k_split;
+  const int kend = min(Kd, kbeg + k_split);
+
+  // Loader roles: A element (am + 16 i, ak); B element (bk + 4 i, bn).
+  const int ak = tid % BK, am = tid / BK;
+  const int bn = tid % BN, bk = tid / BN;
+  const typename Op::Col bcol = op.col(n0 + bn, ncols);
+
+  T acc[4][4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) acc[i][j] = T(0);
+
+  for (int kt = kbeg; kt < kend; kt += BK) {
+    const int ka = kt + ak;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int m = m0 + am + 16 * i;
+      As[ak][am + 16 * i] = (m < M && ka < kend) ? op.a(m, ka) : T(0);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int kb = kt + bk + 4 * i;
+      Bs[bk + 4 * i][bn] = (bcol.valid && kb < kend) ? op.bval(kb, bcol) : T(0);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < BK; ++kk) {
+      T ra[4], rb[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) ra[i] = As[kk][ty + 16 * i];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) rb[j] = Bs[kk][tx + 16 * j];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] += ra[i] * rb[j];
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const typename Op::Col c = op.col(n0 + tx + 16 * j, ncols);
+    if (!c.valid) continue;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int m = m0 + ty + 16 * i;
+      if (m < M) op.store(m, c, acc[i][j], blockIdx.z);
+    }
+  }
+}
+
+// dw[i] = sum_z partial[z][i], z in order.
+template <typename T>
+__global__ void sum_splits(const T* __restrict__ part, T* __restrict__ out, int splits, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    T acc = 0;
+    for (int z = 0; z < splits; ++z) acc += part[z * n + i];
+    out[i] = acc;
+  }
+}
+
+template <typename T, typename Op>
+void launch_igemm(const Op& op, int M, int ncols, int Kd, int splits, int k_split,
+                  const char* name) {
+  const dim3 grid((ncols + BN - 1) / BN, (M + BM - 1) / BM, splits);
+  MN_CHECK(grid.y <= 65535, name, ": too many output-channel tiles (", M, ")");
+  igemm_kernel<T, Op><<<grid, NT, 0, cuda::stream()>>>(op, M, ncols, Kd, k_split);
+  CUDA_CHECK_LAUNCH(name);
+}
+
+}  // namespace
+
+template <typename T>
+void conv2d_forward_cuda(const Conv2dGeom& geom, const T* x, const T* w, const T* b, T* y,
+                         Conv2dAlgo algo) {
+  const G g = to_device_geom(geom);
+  if (algo == Conv2dAlgo::Direct) {
+    const int64_t total = geom.N * geom.K * geom.P * geom.Q;
+    conv_fwd_direct<T><<<cuda::grid_for(total), 256, 0, cuda::stream()>>>(g, x, w, b, y, total);
+    CUDA_CHECK_LAUNCH("conv_fwd_direct");
+    return;
+  }
+  FwdOp<T> op{g, x, w, b, y, g.C * g.R * g.S, g.R * g.S, g.P * g.Q};
+  const int ncols = g.N * g.P * g.Q, Kd = g.C * g.R * g.S;
+  launch_igemm<T>(op, g.K, ncols, Kd, 1, Kd, "conv_fwd_igemm");
+}
+
+template <typename T>
+void conv2d_backward_data_cuda(const Conv2dGeom& geom, const T* dy, const T* w, T* dx,
+                               Conv2dAlgo algo) {
+  const G g = to_device_geom(geom);
+  if (algo == Conv2dAlgo::Direct) {
+    const int64_t total = geom.N * geom.C * geom.H * geom.W;
+    conv_bwd_data_direct<T><<<cuda::grid_for(total), 256, 0, cuda::stream()>>>(g, dy, w, dx, total);
+    CUDA_CHECK_LAUNCH("conv_bwd_data_direct");
+    return;
+  }
+  BwdDataOp<T> op{g, dy, w, dx, g.R * g.S, g.H * g.W, g.P * g.Q};
+  const int ncols = g.N * g.H * g.W, Kd = g.K * g.R * g.S;
+  launch_igemm<T>(op, g.C, ncols, Kd, 1, Kd, "conv_bwd_data_igemm");
+}
+
+template <typename T>
+void conv2d_backward_weight_cuda(const Conv2dGeom& geom, const T* x, const T* dy, T* dw,
+                                 Conv2dAlgo algo) {
+  const G g = to_device_geom(geom);
+  const int64_t total = geom.K * geom.C * geom.R * geom.S;
+  if (algo == Conv2dAlgo::Direct) {
+    conv_bwd_weight_direct<T><<<cuda::grid_for(total), 256, 0, cuda::stream()>>>(g, x, dy, dw, total);
+    CUDA_CHECK_LAUNCH("conv_bwd_weight_direct");
+    return;
+  }
+  const int CRS = g.C * g.R * g.S, Kd = g.N * g.P * g.Q;
+  // Enough blocks to fill a large GPU (~4 waves of 132 SMs), each split at least
+  // 8 K-tiles long so the partial write-out stays small next to the work.
+  const int64_t tiles_xy = int64_t((CRS + BN - 1) / BN) * ((g.K + BM - 1) / BM);
+  const int64_t k_tiles = (Kd + BK - 1) / BK;
+  int64_t splits = std::max<int64_t>(1, std::min<int64_t>(512 / std::max<int64_t>(tiles_xy, 1),
+                                                          k_tiles / 8));
+  splits = std::min<int64_t>(splits, 65535);
+  const int k_split = int(((k_tiles + splits - 1) / splits) * BK);
+  splits = (Kd + k_split - 1) / k_split;
+  if (splits == 1) {
+    BwdWeightOp<T> op{g, x, dy, dw, CRS, g.R * g.S, g.P * g.Q};
+    launch_igemm<T>(op, g.K, CRS, Kd, 1, k_split, "conv_bwd_weight_igemm");
+    return;
+  }
+  // Partials: (splits, K, CRS), from the caching allocator.
+  Tensor part = Tensor::empty({splits, total}, dtype_of<T>, Device::cuda());
+  BwdWeightOp<T> op{g, x, dy, part.data<T>(), CRS, g.R * g.S, g.P * g.Q};
+  launch_igemm<T>(op, g.K, CRS, Kd, int(splits), k_split, "conv_bwd_weight_igemm");
+  sum_splits<T><<<cuda::grid_for(total), 256, 0, cuda::stream()>>>(part.data<T>(), dw, int(splits), total);
+  CUDA_CHECK_LAUNCH("conv_bwd_weight_sum_splits");
+}
+
+template <typename T>
+void conv2d_backward_bias_cuda(const Conv2dGeom& geom, const T* dy, T* db) {
+  G g{};
+  g.N = int(geom.N), g.K = int(geom.K), g.P = int(geom.P), g.Q = int(geom.Q);
+  conv_bwd_bias<T><<<unsigned(geom.K), 256, 0, cuda::stream()>>>(g, dy, db);
+  CUDA_CHECK_LAUNCH("conv_bwd_bias");
+}
+
+#define MN_CONV2D_CUDA_INSTANTIATE(T)                                                         \
+  template void conv2d_forward_cuda<T>(const Conv2dGeom&, const T*, const T*, const T*, T*,    \
+                                       Conv2dAlgo);                                           \
+  template void conv2d_backward_data_cuda<T>(const Conv2dGeom&, const T*, const T*, T*,        \
+                                             Conv2dAlgo);                                     \
+  template void conv2d_backward_weight_cuda<T>(const Conv2dGeom&, const T*, const T*, T*,      \
+                                               Conv2dAlgo);                                   \
+  template void conv2d_backward_bias_cuda<T>(const Conv2dGeom&, const T*, T*);
+MN_CONV2D_CUDA_INSTANTIATE(float)
+MN_CONV2D_CUDA_INSTANTIATE(double)
+#undef MN_CONV2D_CUDA_INSTANTIATE
+
+}  // namespace mn::kernels

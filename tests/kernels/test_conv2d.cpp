@@ -1,0 +1,295 @@
+// conv2d tests: forward against a textbook loop written here, backward-data and
+// backward-weight against the adjoint identities of the (linear) convolution,
+// float64 gradchecks through the tape, CPU-vs-CUDA parity (both CUDA versions)
+// at the Koch shapes and at odd shapes, and error messages.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "autograd/gradcheck.h"
+#include "autograd/ops_conv.h"
+#include "kernels/conv2d.h"
+#include "tests/common/test_util.h"
+
+namespace mn {
+namespace {
+
+using kernels::Conv2dAlgo;
+using kernels::Conv2dParams;
+
+Conv2dParams params(int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh = 1,
+                    int64_t dw = 1, Conv2dAlgo a = Conv2dAlgo::Default) {
+  Conv2dParams p;
+  p.stride_h = sh, p.stride_w = sw, p.pad_h = ph, p.pad_w = pw, p.dilation_h = dh,
+  p.dilation_w = dw, p.algo = a;
+  return p;
+}
+
+// The textbook definition, seven loops, in double.
+std::vector<double> reference_conv(const Tensor& x, const Tensor& w, const Tensor& b,
+                                   const Conv2dParams& p) {
+  const auto X = x.to_double_vector(), Wt = w.to_double_vector();
+  const std::vector<double> B = b.defined() ? b.to_double_vector() : std::vector<double>();
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
+  const int64_t K = w.size(0), R = w.size(2), S = w.size(3);
+  const int64_t P = (H + 2 * p.pad_h - p.dilation_h * (R - 1) - 1) / p.stride_h + 1;
+  const int64_t Q = (W + 2 * p.pad_w - p.dilation_w * (S - 1) - 1) / p.stride_w + 1;
+  std::vector<double> y(N * K * P * Q);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t i = 0; i < P; ++i)
+        for (int64_t j = 0; j < Q; ++j) {
+          double acc = B.empty() ? 0.0 : B[k];
+          for (int64_t c = 0; c < C; ++c)
+            for (int64_t r = 0; r < R; ++r)
+              for (int64_t s = 0; s < S; ++s) {
+                const int64_t h = i * p.stride_h - p.pad_h + r * p.dilation_h;
+                const int64_t ww = j * p.stride_w - p.pad_w + s * p.dilation_w;
+                if (h < 0 || h >= H || ww < 0 || ww >= W) continue;
+                acc += Wt[((k * C + c) * R + r) * S + s] * X[((n * C + c) * H + h) * W + ww];
+              }
+          y[((n * K + k) * P + i) * Q + j] = acc;
+        }
+  return y;
+}
+
+double dot(const Tensor& a, const Tensor& b) {
+  const auto u = a.to_double_vector(), v = b.to_double_vector();
+  EXPECT_EQ(u.size(), v.size());
+  double s = 0;
+  for (size_t i = 0; i < u.size(); ++i) s += u[i] * v[i];
+  return s;
+}
+
+struct Case {
+  Shape x, w;
+  Conv2dParams p;
+};
+
+std::vector<Case> odd_cases() {
+  return {
+      {{2, 3, 7, 6}, {4, 3, 3, 2}, params(1, 1, 0, 0)},
+      {{1, 1, 9, 8}, {1, 1, 3, 3}, params(2, 1, 1, 0)},
+      {{2, 2, 10, 9}, {3, 2, 3, 2}, params(2, 3, 1, 2)},
+      {{2, 3, 11, 10}, {5, 3, 2, 3}, params(1, 2, 2, 1, 2, 3)},   // dilation
+      {{3, 4, 5, 5}, {2, 4, 1, 1}, params(1, 1, 0, 0)},           // pointwise
+      {{1, 2, 6, 7}, {3, 2, 1, 1}, params(2, 2, 0, 0)},           // strided 1x1
+      {{2, 1, 4, 4}, {2, 1, 4, 4}, params(1, 1, 0, 0)},           // 1x1 output
+  };
+}
+
+// ---- forward vs textbook loop ------------------------------------------------
+TEST(Conv2dKernel, ForwardMatchesTextbookLoopFloat64) {
+  for (Conv2dAlgo a : {Conv2dAlgo::Direct, Conv2dAlgo::Gemm}) {
+    for (const Case& c : odd_cases()) {
+      Conv2dParams p = c.p;
+      p.algo = a;
+      Tensor x = test::rand(c.x, -1, 1, DType::F64, Device::cpu(), 1);
+      Tensor w = test::rand(c.w, -1, 1, DType::F64, Device::cpu(), 2);
+      Tensor b = test::rand({c.w[0]}, -1, 1, DType::F64, Device::cpu(), 3);
+      Tensor y = kernels::conv2d_forward(x, w, b, p);
+      // float64 sums of at most C*R*S = 24 products of values in [-1, 1]:
+      // rounding is ~1e-15, so 1e-12 is loose yet catches any indexing error.
+      EXPECT_TRUE(test::all_close(reference_conv(x, w, b, p), y.to_double_vector(), 1e-12, 1e-12))
+          << "algo " << int(a) << " x " << shape_str(c.x) << " w " << shape_str(c.w);
+    }
+  }
+}
+
+TEST(Conv2dKernel, ForwardFloat32KochLayerShapesSmallBatch) {
+  // The four Koch layers at batch 1 (the GEMM path at the real C, K, R, S, H, W).
+  const std::vector<std::pair<Shape, Shape>> layers = {{{1, 1, 105, 105}, {64, 1, 10, 10}},
+                                                       {{1, 64, 48, 48}, {128, 64, 7, 7}},
+                                                       {{1, 128, 21, 21}, {128, 128, 4, 4}},
+                                                       {{1, 128, 9, 9}, {256, 128, 4, 4}}};
+  for (const auto& [xs, ws] : layers) {
+    Tensor x = test::rand(xs, 0, 1, DType::F32, Device::cpu(), 4);
+    Tensor w = test::rand(ws, -0.05, 0.05, DType::F32, Device::cpu(), 5);
+    Tensor b = test::rand({ws[0]}, -0.1, 0.1, DType::F32, Device::cpu(), 6);
+    Tensor y = kernels::conv2d_forward(x, w, b, params(1, 1, 0, 0, 1, 1, Conv2dAlgo::Gemm));
+    // Up to 3136 float32 products of magnitude <= 0.05: accumulated rounding
+    // ~ sqrt(3136) * 6e-8 * |sum| << 1e-4; atol 1e-4 + rtol 1e-4.
+    EXPECT_TRUE(test::all_close(reference_conv(x, w, b, Conv2dParams{}), y.to_double_vector(), 1e-4,
+                                1e-4))
+        << shape_str(xs) << " * " << shape_str(ws);
+  }
+}
+
+// ---- backward via adjoint identities -------------------------------------------
+// conv is linear in x: <conv(x, w), dy> = <x, bwd_data(dy, w)>, and linear in w:
+// <conv(x, w), dy> = <w, bwd_weight(dy, x)> (no bias). db = sum of dy per channel.
+TEST(Conv2dKernel, BackwardAdjointIdentitiesFloat64) {
+  for (Conv2dAlgo a : {Conv2dAlgo::Direct, Conv2dAlgo::Gemm}) {
+    for (const Case& c : odd_cases()) {
+      Conv2dParams p = c.p;
+      p.algo = a;
+      Tensor x = test::rand(c.x, -1, 1, DType::F64, Device::cpu(), 7);
+      Tensor w = test::rand(c.w, -1, 1, DType::F64, Device::cpu(), 8);
+      Tensor y = kernels::conv2d_forward(x, w, Tensor(), p);
+      Tensor dy = test::rand(y.shape(), -1, 1, DType::F64, Device::cpu(), 9);
+      const double lhs = dot(y, dy);
+      Tensor dx = kernels::conv2d_backward_data(dy, w, c.x, p);
+      Tensor dw = kernels::conv2d_backward_weight(dy, x, c.w, p);
+      // Both sides are the same float64 sum in a different order: 1e-10 relative.
+      EXPECT_NEAR(lhs, dot(x, dx), 1e-10 * (1 + std::abs(lhs))) << "data, algo " << int(a);
+      EXPECT_NEAR(lhs, dot(w, dw), 1e-10 * (1 + std::abs(lhs))) << "weight, algo " << int(a);
+      Tensor db = kernels::conv2d_backward_bias(dy);
+      const auto d = dy.to_double_vector();
+      std::vector<double> ref(c.w[0], 0.0);
+      const int64_t PQ = y.size(2) * y.size(3);
+      for (size_t i = 0; i < d.size(); ++i) ref[(i / PQ) % c.w[0]] += d[i];
+      EXPECT_TRUE(test::all_close(ref, db.to_double_vector(), 1e-12, 1e-12));
+    }
+  }
+}
+
+TEST(Conv2dKernel, GemmBackwardMatchesDirectFloat32) {
+  for (const Case& c : odd_cases()) {
+    Tensor x = test::rand(c.x, -1, 1, DType::F32, Device::cpu(), 10);
+    Tensor w = test::rand(c.w, -1, 1, DType::F32, Device::cpu(), 11);
+    Conv2dParams pd = c.p, pg = c.p;
+    pd.algo = Conv2dAlgo::Direct, pg.algo = Conv2dAlgo::Gemm;
+    Tensor y = kernels::conv2d_forward(x, w, Tensor(), pd);
+    Tensor dy = test::rand(y.shape(), -1, 1, DType::F32, Device::cpu(), 12);
+    // Sums of <= a few hundred float32 terms in [-1, 1]: 1e-5 absolute and relative.
+    EXPECT_TRUE(test::all_close(kernels::conv2d_backward_data(dy, w, c.x, pd),
+                                kernels::conv2d_backward_data(dy, w, c.x, pg), 1e-5, 1e-5));
+    EXPECT_TRUE(test::all_close(kernels::conv2d_backward_weight(dy, x, c.w, pd),
+                                kernels::conv2d_backward_weight(dy, x, c.w, pg), 1e-5, 1e-5));
+  }
+}
+
+// ---- gradcheck through the tape --------------------------------------------------
+TEST(Conv2dGradcheck, InputWeightBiasFloat64) {
+  const std::vector<Case> cases = {
+      {{2, 3, 6, 5}, {4, 3, 3, 2}, params(1, 1, 0, 0)},
+      {{2, 2, 7, 6}, {3, 2, 3, 3}, params(2, 1, 1, 2)},
+      {{1, 2, 9, 8}, {2, 2, 2, 3}, params(1, 2, 1, 1, 2, 2)},
+      {{2, 1, 5, 5}, {2, 1, 1, 1}, params(1, 1, 0, 0)},
+  };
+  for (Conv2dAlgo a : {Conv2dAlgo::Direct, Conv2dAlgo::Gemm}) {
+    for (const Case& c : cases) {
+      Conv2dParams p = c.p;
+      p.algo = a;
+      auto f = [p](const std::vector<ag::Variable>& v) { return ag::conv2d(v[0], v[1], v[2], p); };
+      const std::vector<Tensor> in = {test::rand(c.x, -1, 1, DType::F64, Device::cpu(), 13),
+                                      test::rand(c.w, -1, 1, DType::F64, Device::cpu(), 14),
+                                      test::rand({c.w[0]}, -1, 1, DType::F64, Device::cpu(), 15)};
+      ag::GradcheckResult r = ag::gradcheck(f, in);
+      EXPECT_TRUE(r.ok) << "algo " << int(a) << " x " << shape_str(c.x) << ": " << r.message;
+      EXPECT_EQ(r.skipped, 0) << "conv2d is smooth: nothing should be skipped";
+    }
+  }
+}
+
+TEST(Conv2dGradcheck, WithoutBiasAndOnlyWeightRequiresGrad) {
+  auto f = [](const std::vector<ag::Variable>& v) {
+    return ag::conv2d(v[0], v[1], ag::Variable(), params(1, 1, 1, 1));
+  };
+  ag::GradcheckOptions o;
+  o.check_input = {false, true};
+  ag::GradcheckResult r = ag::gradcheck(f,
+                                        {test::rand({2, 2, 5, 4}, -1, 1, DType::F64, Device::cpu(), 16),
+                                         test::rand({3, 2, 3, 3}, -1, 1, DType::F64, Device::cpu(), 17)},
+                                        o);
+  EXPECT_TRUE(r.ok) << r.message;
+}
+
+// ---- error paths -------------------------------------------------------------------
+TEST(Conv2dKernel, ErrorsNameShapes) {
+  Tensor x = Tensor::zeros({2, 3, 8, 8});
+  try {
+    kernels::conv2d_forward(x, Tensor::zeros({4, 2, 3, 3}), Tensor(), Conv2dParams{});
+    FAIL() << "channel mismatch not detected";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("(2, 3, 8, 8)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("(4, 2, 3, 3)"), std::string::npos) << e.what();
+  }
+  try {
+    kernels::conv2d_forward(x, Tensor::zeros({4, 3, 9, 9}), Tensor(), Conv2dParams{});
+    FAIL() << "kernel larger than input not detected";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("larger than padded input"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(kernels::conv2d_forward(x, Tensor::zeros({4, 3, 0, 3}), Tensor(), Conv2dParams{}),
+               Error);
+  EXPECT_THROW(kernels::conv2d_forward(x, Tensor::zeros({4, 3, 3, 3}), Tensor::zeros({5}),
+                                       Conv2dParams{}),
+               Error);
+  EXPECT_THROW(kernels::conv2d_forward(Tensor::zeros({3, 8, 8}), Tensor::zeros({4, 3, 3, 3}),
+                                       Tensor(), Conv2dParams{}),
+               Error);
+  EXPECT_THROW(kernels::conv2d_forward(x, Tensor::zeros({4, 3, 3, 3}), Tensor(), params(0, 1, 0, 0)),
+               Error);
+}
+
+// ---- CPU vs CUDA -------------------------------------------------------------------
+void expect_parity(const Shape& xs, const Shape& ws, const Conv2dParams& p0, DType dt,
+                   double tol) {
+  Tensor x = test::rand(xs, -1, 1, dt, Device::cpu(), 20);
+  Tensor w = test::rand(ws, -0.2, 0.2, dt, Device::cpu(), 21);
+  Tensor b = test::rand({ws[0]}, -1, 1, dt, Device::cpu(), 22);
+  Conv2dParams pc = p0;
+  pc.algo = Conv2dAlgo::Gemm;
+  Tensor y = kernels::conv2d_forward(x, w, b, pc);
+  Tensor dy = test::rand(y.shape(), -1, 1, dt, Device::cpu(), 23);
+  Tensor dx = kernels::conv2d_backward_data(dy, w, xs, pc);
+  Tensor dw = kernels::conv2d_backward_weight(dy, x, ws, pc);
+  Tensor db = kernels::conv2d_backward_bias(dy);
+  const Device g = Device::cuda();
+  for (Conv2dAlgo a : {Conv2dAlgo::Direct, Conv2dAlgo::Gemm}) {
+    Conv2dParams p = p0;
+    p.algo = a;
+    const std::string what = "algo " + std::to_string(int(a)) + " x " + shape_str(xs) + " w " +
+                             shape_str(ws);
+    EXPECT_TRUE(test::all_close(y, kernels::conv2d_forward(x.to(g), w.to(g), b.to(g), p), tol, tol)) << what;
+    EXPECT_TRUE(test::all_close(dx, kernels::conv2d_backward_data(dy.to(g), w.to(g), xs, p), tol, tol)) << what;
+    // The weight gradient sums N*P*Q terms: scale the tolerance by sqrt of that count.
+    const double n = double(y.size(0) * y.size(2) * y.size(3));
+    EXPECT_TRUE(test::all_close(dw, kernels::conv2d_backward_weight(dy.to(g), x.to(g), ws, p),
+                                tol * std::sqrt(n), tol)) << what;
+    EXPECT_TRUE(test::all_close(db, kernels::conv2d_backward_bias(dy.to(g)), tol * std::sqrt(n), tol)) << what;
+  }
+}
+
+TEST(Conv2dCuda, ParityOddShapes) {
+  MN_SKIP_IF_NO_CUDA();
+  for (const Case& c : odd_cases()) {
+    // float64: both sides round at ~1e-16 per term; 1e-11 catches any indexing error.
+    expect_parity(c.x, c.w, c.p, DType::F64, 1e-11);
+    // float32: different summation orders of <= ~100 terms of size <= 0.2: 1e-5.
+    expect_parity(c.x, c.w, c.p, DType::F32, 1e-5);
+  }
+  // Sizes that are not multiples of the 64x64x16 tiles, N = 1, C = 1, wide K.
+  expect_parity({1, 1, 67, 65}, {70, 1, 5, 3}, params(1, 1, 2, 1), DType::F32, 1e-5);
+  expect_parity({3, 17, 13, 19}, {65, 17, 3, 3}, params(2, 1, 1, 1), DType::F32, 2e-5);
+}
+
+TEST(Conv2dCuda, ParityKochShapes) {
+  MN_SKIP_IF_NO_CUDA();
+  // The Koch layers with their real C, K, R, S, H, W; batch 6 instead of 150 to
+  // keep the float32 CPU reference cheap (the batch only repeats the same code).
+  // float32 sums of up to 3136 terms of size <= 0.2: ~sqrt(3136) * 1e-7 * 0.2 * |x|
+  // per forward element; 1e-4 leaves margin.
+  expect_parity({6, 1, 105, 105}, {64, 1, 10, 10}, Conv2dParams{}, DType::F32, 1e-4);
+  expect_parity({6, 64, 48, 48}, {128, 64, 7, 7}, Conv2dParams{}, DType::F32, 1e-4);
+  expect_parity({6, 128, 21, 21}, {128, 128, 4, 4}, Conv2dParams{}, DType::F32, 1e-4);
+  expect_parity({6, 128, 9, 9}, {256, 128, 4, 4}, Conv2dParams{}, DType::F32, 1e-4);
+}
+
+TEST(Conv2dCuda, GradcheckOnDeviceFloat64) {
+  MN_SKIP_IF_NO_CUDA();
+  const Device g = Device::cuda();
+  auto f = [](const std::vector<ag::Variable>& v) {
+    return ag::conv2d(v[0], v[1], v[2], params(2, 1, 1, 1, 1, 2));
+  };
+  ag::GradcheckResult r = ag::gradcheck(f, {test::rand({2, 2, 7, 8}, -1, 1, DType::F64, g, 30),
+                                            test::rand({3, 2, 3, 2}, -1, 1, DType::F64, g, 31),
+                                            test::rand({3}, -1, 1, DType::F64, g, 32)});
+  EXPECT_TRUE(r.ok) << r.message;
+}
+
+}  // namespace
+}  // namespace mn
