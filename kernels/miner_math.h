@@ -1,0 +1,218 @@
+// The per-anchor and per-(anchor, positive) logic of the triplet miners
+// (kernels/miners.h), written once as __host__ __device__ code so the CPU loops
+// and the CUDA kernels mine exactly the same sets. Each function reads one row
+// of the distance matrix; none allocates.
+#pragma once
+#include <cstdint>
+
+#include "kernels/miners.h"
+#include "runtime/philox.h"
+
+namespace mn::kernels::miner_math {
+
+// Order used for "nearest" (d ascending) or "farthest" (d descending); ties by index.
+template <typename T>
+MN_HD bool better(T d1, int64_t i1, T d2, int64_t i2, bool far) {
+  if (d1 != d2) return far ? d1 > d2 : d1 < d2;
+  return i1 < i2;
+}
+
+MN_HD bool k_pos_far(KMiner k) {
+  return k == KMiner::BH || k == KMiner::HPHN || k == KMiner::HPEN;
+}
+MN_HD bool k_neg_far(KMiner k) { return k == KMiner::EPEN || k == KMiner::HPEN; }
+MN_HD bool k_neg_listed(KMiner k) { return k != KMiner::BSH && k != KMiner::NS; }
+
+// Writes up to k indices of row `row` passing `want_pos` (same label as la, != a)
+// or negatives, best-first in the (d, index) order; returns how many.
+template <typename T>
+MN_HD int64_t select_k(const T* row, const int64_t* labels, int64_t B, int64_t a, bool positives,
+                       bool far, int k, int64_t* out) {
+  const int64_t la = labels[a];
+  int64_t cnt = 0, prev = -1;
+  for (int r = 0; r < k; ++r) {
+    int64_t best = -1;
+    for (int64_t j = 0; j < B; ++j) {
+      if (j == a) continue;
+      if ((labels[j] == la) != positives) continue;
+      if (prev >= 0 && !better(row[prev], prev, row[j], j, far)) continue;  // already taken
+      if (best < 0 || better(row[j], j, row[best], best, far)) best = j;
+    }
+    if (best < 0) break;
+    out[r] = best;
+    prev = best;
+    ++cnt;
+  }
+  for (int r = static_cast<int>(cnt); r < k; ++r) out[r] = -1;
+  return cnt;
+}
+
+template <typename T>
+MN_HD void prepass_anchor(const MinerArgs<T>& A, int64_t a) {
+  const int64_t B = A.B;
+  const T* row = A.dist + a * B;
+  const int64_t la = A.labels[a];
+  int64_t hp = -1, hn = -1;
+  for (int64_t j = 0; j < B; ++j) {
+    if (j == a) continue;
+    if (A.labels[j] == la) {
+      if (hp < 0 || better(row[j], j, row[hp], hp, true)) hp = j;
+    } else if (hn < 0 || better(row[j], j, row[hn], hn, false)) {
+      hn = j;
+    }
+  }
+  A.hp[a] = hp;
+  A.hn[a] = hn;
+  if (A.p.kind != MinerKind::KTriplets) return;
+  const int k = A.p.k;
+  A.npos[a] = select_k(row, A.labels, B, a, true, k_pos_far(A.p.kminer), k, A.possel + a * k);
+  if (k_neg_listed(A.p.kminer))
+    A.nneg[a] = select_k(row, A.labels, B, a, false, k_neg_far(A.p.kminer), k, A.negsel + a * k);
+  else
+    A.nneg[a] = 0;
+}
+
+// k-NS: log weight min(log λ, -log q(D)) plus a Gumbel(0, 1) draw, all in double
+// with correctly rounded operations and philox_log (identical on both devices).
+template <typename T>
+MN_HD double dw_key(const MinerArgs<T>& A, int64_t a, int64_t p, int64_t n, double log_lambda) {
+  double D = static_cast<double>(A.dist[a * A.B + n]);
+  const double lo = A.p.dw_cutoff > 1e-6 ? A.p.dw_cutoff : 1e-6;
+  D = D < lo ? lo : (D > 1.9999 ? 1.9999 : D);
+  const double d = static_cast<double>(A.p.dw_dim);
+  const double logq = fp::add(fp::mul(d - 2.0, philox_log(D)),
+                              fp::mul((d - 3.0) * 0.5,
+                                      philox_log(fp::sub(1.0, fp::mul(0.25, fp::mul(D, D))))));
+  const double lw = -logq < log_lambda ? -logq : log_lambda;
+  const uint64_t block = A.offset + (static_cast<uint64_t>(a) * A.B + p) * A.B + n;
+  const Philox4 r = philox4x32_10(A.seed, block);
+  const uint64_t b52 = philox_bits53(r.v[0], r.v[1]) >> 1;
+  const double u = static_cast<double>(2 * b52 + 1) * (1.0 / 9007199254740992.0);  // (0, 1), exact
+  const double e = -philox_log(u);
+  return fp::sub(lw, philox_log(e));  // lw + Gumbel
+}
+
+struct CountEmit {
+  MN_HD void operator()(int64_t) const {}
+};
+struct WriteEmit {
+  int64_t* out;  // (count, 3) at this pair's offset
+  int64_t a, p;
+  mutable int64_t k = 0;
+  MN_HD void operator()(int64_t n) const {
+    out[3 * k] = a;
+    out[3 * k + 1] = p;
+    out[3 * k + 2] = n;
+    ++k;
+  }
+};
+
+// The negatives of the ordered pair (a, p), emitted in order; returns how many.
+template <typename T, typename Emit>
+MN_HD int64_t mine_pair(const MinerArgs<T>& A, int64_t a, int64_t p, const Emit& emit) {
+  const int64_t B = A.B;
+  const int64_t la = A.labels[a];
+  if (a == p || A.labels[p] != la) return 0;
+  const T* row = A.dist + a * B;
+  const T dap = row[p], m = T(A.p.margin);
+  switch (A.p.kind) {
+    case MinerKind::AllTriplets: {
+      int64_t c = 0;
+      for (int64_t n = 0; n < B; ++n)
+        if (A.labels[n] != la && (!A.p.only_violating || dap - row[n] + m > T(0))) {
+          emit(n);
+          ++c;
+        }
+      return c;
+    }
+    case MinerKind::BatchHard:
+      if (p != A.hp[a] || A.hn[a] < 0) return 0;
+      emit(A.hn[a]);
+      return 1;
+    case MinerKind::SemiHard: {
+      int64_t best = -1;
+      for (int64_t n = 0; n < B; ++n)
+        if (A.labels[n] != la && row[n] > dap && row[n] < dap + m &&
+            (best < 0 || better(row[n], n, row[best], best, false)))
+          best = n;
+      if (best < 0 && A.p.fallback == SemiHardFallback::Hardest) best = A.hn[a];
+      if (best < 0) return 0;
+      emit(best);
+      return 1;
+    }
+    case MinerKind::RandomViolating:
+    case MinerKind::RandomSemiHard: {
+      const bool semi = A.p.kind == MinerKind::RandomSemiHard;
+      uint64_t c = 0;
+      for (int64_t n = 0; n < B; ++n)
+        if (A.labels[n] != la &&
+            (semi ? (row[n] > dap && row[n] < dap + m) : (dap - row[n] + m > T(0))))
+          ++c;
+      if (c == 0) return 0;
+      const uint32_t u = philox4x32_10(A.seed, A.offset + static_cast<uint64_t>(a) * B + p).v[0];
+      uint64_t r = (static_cast<uint64_t>(u) * c) >> 32;  // uniform in [0, c)
+      for (int64_t n = 0; n < B; ++n)
+        if (A.labels[n] != la &&
+            (semi ? (row[n] > dap && row[n] < dap + m) : (dap - row[n] + m > T(0)))) {
+          if (r == 0) {
+            emit(n);
+            return 1;
+          }
+          --r;
+        }
+      return 0;
+    }
+    case MinerKind::KTriplets: {
+      const int k = A.p.k;
+      bool chosen = false;
+      for (int64_t r = 0; r < A.npos[a]; ++r) chosen = chosen || A.possel[a * k + r] == p;
+      if (!chosen) return 0;
+      if (k_neg_listed(A.p.kminer)) {
+        for (int64_t r = 0; r < A.nneg[a]; ++r) emit(A.negsel[a * k + r]);
+        return A.nneg[a];
+      }
+      if (A.p.kminer == KMiner::BSH) {  // k nearest negatives farther than p
+        int64_t cnt = 0, prev = -1;
+        for (int r = 0; r < k; ++r) {
+          int64_t best = -1;
+          for (int64_t n = 0; n < B; ++n) {
+            if (A.labels[n] == la || !(row[n] > dap)) continue;
+            if (prev >= 0 && !better(row[prev], prev, row[n], n, false)) continue;
+            if (best < 0 || better(row[n], n, row[best], best, false)) best = n;
+          }
+          if (best < 0) break;
+          emit(best);
+          prev = best;
+          ++cnt;
+        }
+        return cnt;
+      }
+      // NS: Gumbel-top-k (keys descending, ties by index).
+      const double ll = philox_log(A.p.dw_lambda > 1e-300 ? A.p.dw_lambda : 1e-300);
+      int64_t cnt = 0, prev = -1;
+      double prevkey = 0;
+      for (int r = 0; r < k; ++r) {
+        int64_t best = -1;
+        double bestkey = 0;
+        for (int64_t n = 0; n < B; ++n) {
+          if (A.labels[n] == la) continue;
+          const double key = dw_key(A, a, p, n, ll);
+          if (prev >= 0 && !better(prevkey, prev, key, n, true)) continue;
+          if (best < 0 || better(key, n, bestkey, best, true)) {
+            best = n;
+            bestkey = key;
+          }
+        }
+        if (best < 0) break;
+        emit(best);
+        prev = best;
+        prevkey = bestkey;
+        ++cnt;
+      }
+      return cnt;
+    }
+  }
+  return 0;
+}
+
+}  // namespace mn::kernels::miner_math

@@ -1,0 +1,192 @@
+// Tensor-level dispatch of the miners (kernels/miners.h): checks, workspace
+// allocation (counted in workspace_bytes), count -> scan -> fill on the CPU or
+// the GPU, and the small pairwise-distance helper.
+#include "kernels/miners.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/gemm.h"
+#include "runtime/dispatch.h"
+
+namespace mn::kernels {
+namespace {
+
+void check_inputs(const char* op, const Tensor& dist, const Tensor& labels) {
+  check_defined(op, dist, "dist");
+  check_floating(op, dist);
+  check_dim(op, dist, 2, "dist");
+  MN_CHECK(dist.size(0) == dist.size(1), op, ": dist must be (B, B), got ",
+           shape_str(dist.shape()));
+  MN_CHECK(labels.numel() == dist.size(0), op, ": labels must have ", dist.size(0),
+           " elements, got ", shape_str(labels.shape()));
+  MN_CHECK(labels.dtype() == DType::I32 || labels.dtype() == DType::I64, op,
+           ": labels must be int32/int64, got ", dtype_name(labels.dtype()));
+  MN_CHECK(labels.device() == dist.device(), op, ": labels on ", labels.device().str(),
+           ", dist on ", dist.device().str());
+}
+
+}  // namespace
+
+MinedTriplets mine_triplets(const Tensor& dist, const Tensor& labels, const MinerParams& mp,
+                            Generator* gen) {
+  const char* op = "mine_triplets";
+  check_inputs(op, dist, labels);
+  MN_CHECK(mp.kind != MinerKind::KTriplets || mp.k >= 1, op, ": k must be >= 1, got ", mp.k);
+  const int64_t B = dist.size(0);
+  const Device dev = dist.device();
+  Tensor d = dist.contiguous();
+  Tensor lab = labels.to(DType::I64).contiguous().view({B});
+  const int64_t k = mp.kind == MinerKind::KTriplets ? mp.k : 1;
+  Tensor hp = Tensor::empty({B}, DType::I64, dev), hn = Tensor::empty({B}, DType::I64, dev);
+  Tensor possel = Tensor::empty({B * k}, DType::I64, dev);
+  Tensor negsel = Tensor::empty({B * k}, DType::I64, dev);
+  Tensor npos = Tensor::empty({B}, DType::I64, dev), nneg = Tensor::empty({B}, DType::I64, dev);
+  Tensor counts = Tensor::empty({B * B}, DType::I64, dev);
+  Tensor offsets = Tensor::empty({B * B + 1}, DType::I64, dev);
+  MinedTriplets res;
+  res.workspace_bytes = static_cast<int64_t>(hp.nbytes() + hn.nbytes() + possel.nbytes() +
+                                             negsel.nbytes() + npos.nbytes() + nneg.nbytes() +
+                                             counts.nbytes() + offsets.nbytes());
+  uint64_t seed = 0, offset = 0;
+  const bool random = mp.kind == MinerKind::RandomViolating ||
+                      mp.kind == MinerKind::RandomSemiHard ||
+                      (mp.kind == MinerKind::KTriplets && mp.kminer == KMiner::NS);
+  if (random) {
+    Generator& g = gen ? *gen : default_generator();
+    seed = g.seed();
+    const uint64_t ub = static_cast<uint64_t>(B);
+    offset = g.advance(mp.kind == MinerKind::KTriplets ? ub * ub * ub : ub * ub);
+  }
+  MN_DISPATCH_FLOAT(d.dtype(), op, [&] {
+    using T = scalar_t;
+    MinerArgs<T> A;
+    A.p = mp;
+    A.p.k = static_cast<int>(k);
+    A.B = B;
+    A.dist = d.data<T>();
+    A.labels = lab.data<int64_t>();
+    A.hp = hp.data<int64_t>();
+    A.hn = hn.data<int64_t>();
+    A.possel = possel.data<int64_t>();
+    A.negsel = negsel.data<int64_t>();
+    A.npos = npos.data<int64_t>();
+    A.nneg = nneg.data<int64_t>();
+    A.seed = seed;
+    A.offset = offset;
+    if (dev.is_cuda()) {
+#ifdef MN_WITH_CUDA
+      miner_prepass_cuda<T>(A);
+      miner_count_cuda<T>(A, counts.data<int64_t>());
+      exclusive_scan_cuda(B * B, counts.data<int64_t>(), offsets.data<int64_t>());
+      const int64_t total = static_cast<int64_t>(offsets.narrow(0, B * B, 1).item());
+      res.triplets = Tensor::empty({total, 3}, DType::I64, dev);
+      if (total > 0) miner_fill_cuda<T>(A, offsets.data<int64_t>(), res.triplets.data<int64_t>());
+      if (mp.kind == MinerKind::KTriplets) {
+        Tensor off2 = Tensor::empty({B + 1}, DType::I64, dev);
+        exclusive_scan_cuda(B, npos.data<int64_t>(), off2.data<int64_t>());
+        const int64_t np = static_cast<int64_t>(off2.narrow(0, B, 1).item());
+        res.pairs = Tensor::empty({np, 2}, DType::I64, dev);
+        if (np > 0)
+          k_pull_pairs_cuda(B, static_cast<int>(k), possel.data<int64_t>(), off2.data<int64_t>(),
+                            res.pairs.data<int64_t>());
+      }
+#else
+      check_cuda_usable(op, d);
+#endif
+    } else {
+      miner_prepass_cpu<T>(A);
+      int64_t* c = counts.data<int64_t>();
+      int64_t* o = offsets.data<int64_t>();
+      miner_count_cpu<T>(A, c);
+      o[0] = 0;
+      for (int64_t i = 0; i < B * B; ++i) o[i + 1] = o[i] + c[i];
+      const int64_t total = o[B * B];
+      res.triplets = Tensor::empty({total, 3}, DType::I64, dev);
+      if (total > 0) miner_fill_cpu<T>(A, o, res.triplets.data<int64_t>());
+      if (mp.kind == MinerKind::KTriplets) {
+        std::vector<int64_t> pv;
+        const int64_t* ps = possel.data<int64_t>();
+        const int64_t* np = npos.data<int64_t>();
+        for (int64_t a = 0; a < B; ++a)
+          for (int64_t r = 0; r < np[a]; ++r) {
+            pv.push_back(a);
+            pv.push_back(ps[a * k + r]);
+          }
+        res.pairs = Tensor::from_vector(pv, {static_cast<int64_t>(pv.size() / 2), 2});
+      }
+    }
+  });
+  return res;
+}
+
+MinedPairs mine_pairs(const Tensor& dist, const Tensor& labels, PairNegatives neg,
+                      Generator* gen) {
+  const char* op = "mine_pairs";
+  check_inputs(op, dist, labels);
+  const int64_t B = dist.size(0);
+  Tensor d = dist.contiguous();
+  Tensor lab = labels.to(DType::I64).contiguous().view({B});
+  uint64_t seed = 0, offset = 0;
+  if (neg == PairNegatives::Random) {
+    Generator& g = gen ? *gen : default_generator();
+    seed = g.seed();
+    offset = g.advance(static_cast<uint64_t>(B) * B);
+  }
+  MinedPairs res;
+  MN_DISPATCH_FLOAT(d.dtype(), op, [&] {
+    using T = scalar_t;
+    if (d.is_cuda()) {
+#ifdef MN_WITH_CUDA
+      Tensor ws = Tensor::empty({4 * B + 4}, DType::I64, d.device());
+      res.workspace_bytes = static_cast<int64_t>(ws.nbytes());
+      pair_mine_cuda<T>(B, d.data<T>(), lab.data<int64_t>(), neg, seed, offset,
+                        ws.data<int64_t>(), &res.pairs, &res.is_pos, &res.num_pos);
+#else
+      check_cuda_usable(op, d);
+#endif
+    } else {
+      std::vector<int64_t> pv, iv;
+      res.num_pos = pair_mine_cpu<T>(B, d.data<T>(), lab.data<int64_t>(), neg, seed, offset, &pv,
+                                     &iv);
+      // The host candidate list holds one (key, index) per negative pair: O(B^2).
+      res.workspace_bytes = static_cast<int64_t>(B * B / 2 * 16);
+      res.pairs = Tensor::from_vector(pv, {static_cast<int64_t>(iv.size()), 2});
+      res.is_pos = Tensor::from_vector(iv, {static_cast<int64_t>(iv.size())});
+    }
+  });
+  return res;
+}
+
+Tensor pairwise_distance_matrix(const Tensor& e, bool squared) {
+  const char* op = "pairwise_distance_matrix";
+  check_defined(op, e, "e");
+  check_floating(op, e);
+  check_dim(op, e, 2, "e");
+  Tensor ec = e.contiguous();
+  const int64_t B = e.size(0);
+  Tensor g = matmul(ec, ec, false, true);  // (B, B) Gram matrix
+  Tensor out = Tensor::empty({B, B}, e.dtype(), e.device());
+  MN_DISPATCH_FLOAT(e.dtype(), op, [&] {
+    using T = scalar_t;
+    const T* G = g.data<T>();
+    T* o = out.data<T>();
+    if (e.is_cuda()) {
+#ifdef MN_WITH_CUDA
+      distance_from_gram_cuda<T>(B, G, o, squared);
+#else
+      check_cuda_usable(op, e);
+#endif
+    } else {
+      for (int64_t i = 0; i < B; ++i)
+        for (int64_t j = 0; j < B; ++j) {
+          T v = i == j ? T(0) : G[i * B + i] + G[j * B + j] - T(2) * G[i * B + j];
+          v = v > T(0) ? v : T(0);
+          o[i * B + j] = squared ? v : std::sqrt(v);
+        }
+    }
+  });
+  return out;
+}
+
+}  // namespace mn::kernels
