@@ -1,0 +1,264 @@
+// CPU side of the fused optimizer kernels (kernels/optim.h): the multi-tensor
+// plan (host tables + cached device copy), the CPU updates as one parallel pass
+// over the chunk table, and the dtype/device dispatchers.
+#include "kernels/optim.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "runtime/dispatch.h"
+#include "runtime/parallel.h"
+
+namespace mn::kernels {
+
+// ---- plan --------------------------------------------------------------------
+
+bool MultiTensorPlan::set(const std::vector<MultiTensorDesc>& descs) {
+  if (built_ && descs == descs_) return false;
+  built_ = true;
+  descs_ = descs;
+  chunks_.clear();
+  for (size_t i = 0; i < descs_.size(); ++i) {
+    for (int64_t s = 0; s < descs_[i].numel; s += kMultiTensorChunk)
+      chunks_.push_back({static_cast<int64_t>(i), s});
+  }
+  stale_ = true;
+  return true;
+}
+
+void MultiTensorPlan::upload(Device device) {
+  const size_t desc_bytes = descs_.size() * sizeof(MultiTensorDesc);
+  const size_t chunk_off = (desc_bytes + 15) / 16 * 16;
+  const size_t total = chunk_off + chunks_.size() * sizeof(MultiTensorChunk);
+  std::vector<uint8_t> host(total == 0 ? 16 : total, 0);
+  if (desc_bytes) std::memcpy(host.data(), descs_.data(), desc_bytes);
+  if (!chunks_.empty())
+    std::memcpy(host.data() + chunk_off, chunks_.data(), chunks_.size() * sizeof(MultiTensorChunk));
+  // Reuse the cached buffer when it is large enough and on the right device.
+  if (dev_.defined() && dev_.device() == device && static_cast<size_t>(dev_.numel()) >= host.size()) {
+    Tensor src = Tensor::from_host(host.data(), {static_cast<int64_t>(host.size())}, DType::U8);
+    dev_.narrow(0, 0, static_cast<int64_t>(host.size())).copy_(src);
+  } else {
+    dev_ = Tensor::from_host(host.data(), {static_cast<int64_t>(host.size())}, DType::U8, device);
+  }
+  stale_ = false;
+  ++uploads_;
+}
+
+const MultiTensorDesc* MultiTensorPlan::device_descs(Device device) {
+  if (stale_ || !dev_.defined() || dev_.device() != device) upload(device);
+  return reinterpret_cast<const MultiTensorDesc*>(dev_.raw_data());
+}
+
+const MultiTensorChunk* MultiTensorPlan::device_chunks(Device device) {
+  if (stale_ || !dev_.defined() || dev_.device() != device) upload(device);
+  const size_t desc_bytes = descs_.size() * sizeof(MultiTensorDesc);
+  const size_t chunk_off = (desc_bytes + 15) / 16 * 16;
+  return reinterpret_cast<const MultiTensorChunk*>(static_cast<const uint8_t*>(dev_.raw_data()) +
+                                                   chunk_off);
+}
+
+// ---- CPU kernels ---------------------------------------------------------------
+
+namespace {
+// Chunks are 8192 elements: one chunk is already worth a task.
+constexpr int64_t kChunkGrain = 4;
+}  // namespace
+
+template <typename T>
+void sgd_step_cpu(const MultiTensorDesc* descs, const MultiTensorChunk* chunks, int64_t nchunks,
+                  const SgdHyper& h) {
+  const T lr = static_cast<T>(h.lr), mom = static_cast<T>(h.momentum),
+          wd = static_cast<T>(h.weight_decay);
+  const T damp1 = h.first_step ? T(1) : static_cast<T>(1.0 - h.dampening);
+  const bool use_mom = h.momentum != 0.0;
+  const bool first = h.first_step;
+  parallel_for(0, nchunks, kChunkGrain, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const MultiTensorDesc& d = descs[chunks[c].tensor];
+      const int64_t s = chunks[c].start;
+      const int64_t e = std::min(d.numel, s + kMultiTensorChunk);
+      T* p = static_cast<T*>(d.param);
+      const T* g = static_cast<const T*>(d.grad);
+      T* buf = static_cast<T*>(d.state0);
+      for (int64_t i = s; i < e; ++i) {
+        T gi = g[i] + wd * p[i];
+        if (use_mom) {
+          T b = first ? gi : mom * buf[i] + damp1 * gi;
+          buf[i] = b;
+          gi = h.nesterov ? gi + mom * b : b;
+        }
+        p[i] -= lr * gi;
+      }
+    }
+  });
+}
+
+template <typename T>
+void adam_step_cpu(const MultiTensorDesc* descs, const MultiTensorChunk* chunks, int64_t nchunks,
+                   const AdamHyper& h) {
+  const T b1 = static_cast<T>(h.beta1), b2 = static_cast<T>(h.beta2);
+  const T omb1 = static_cast<T>(1.0 - h.beta1), omb2 = static_cast<T>(1.0 - h.beta2);
+  const T eps = static_cast<T>(h.eps);
+  const double bc1 = 1.0 - std::pow(h.beta1, static_cast<double>(h.step));
+  const double bc2 = 1.0 - std::pow(h.beta2, static_cast<double>(h.step));
+  const T step_size = static_cast<T>(h.lr / bc1);
+  const T inv_sqrt_bc2 = static_cast<T>(1.0 / std::sqrt(bc2));
+  const T l2 = h.decoupled ? T(0) : static_cast<T>(h.weight_decay);
+  const T decay = h.decoupled ? static_cast<T>(1.0 - h.lr * h.weight_decay) : T(1);
+  parallel_for(0, nchunks, kChunkGrain, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const MultiTensorDesc& d = descs[chunks[c].tensor];
+      const int64_t s = chunks[c].start;
+      const int64_t e = std::min(d.numel, s + kMultiTensorChunk);
+      T* p = static_cast<T*>(d.param);
+      const T* g = static_cast<const T*>(d.grad);
+      T* m = static_cast<T*>(d.state0);
+      T* v = static_cast<T*>(d.state1);
+      for (int64_t i = s; i < e; ++i) {
+        const T gi = g[i] + l2 * p[i];
+        const T mi = b1 * m[i] + omb1 * gi;
+        const T vi = b2 * v[i] + omb2 * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = p[i] * decay - step_size * mi / (std::sqrt(vi) * inv_sqrt_bc2 + eps);
+      }
+    }
+  });
+}
+
+template <typename T>
+double grad_sumsq_cpu(const MultiTensorDesc* descs, const MultiTensorChunk* chunks,
+                      int64_t nchunks) {
+  std::vector<double> partial(static_cast<size_t>(nchunks), 0.0);
+  parallel_for(0, nchunks, kChunkGrain, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const MultiTensorDesc& d = descs[chunks[c].tensor];
+      const int64_t s = chunks[c].start;
+      const int64_t e = std::min(d.numel, s + kMultiTensorChunk);
+      const T* g = static_cast<const T*>(d.grad);
+      double acc = 0.0;
+      for (int64_t i = s; i < e; ++i) acc += static_cast<double>(g[i]) * static_cast<double>(g[i]);
+      partial[c] = acc;
+    }
+  });
+  double total = 0.0;
+  for (double x : partial) total += x;  // fixed order: deterministic across thread counts
+  return total;
+}
+
+template <typename T>
+void scale_grads_cpu(const MultiTensorDesc* descs, const MultiTensorChunk* chunks,
+                     int64_t nchunks, double scale) {
+  const T sc = static_cast<T>(scale);
+  parallel_for(0, nchunks, kChunkGrain, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const MultiTensorDesc& d = descs[chunks[c].tensor];
+      const int64_t s = chunks[c].start;
+      const int64_t e = std::min(d.numel, s + kMultiTensorChunk);
+      T* g = static_cast<T*>(d.grad);
+      for (int64_t i = s; i < e; ++i) g[i] *= sc;
+    }
+  });
+}
+
+#define MN_INSTANTIATE_OPTIM(T)                                                              \
+  template void sgd_step_cpu<T>(const MultiTensorDesc*, const MultiTensorChunk*, int64_t,   \
+                                const SgdHyper&);                                           \
+  template void adam_step_cpu<T>(const MultiTensorDesc*, const MultiTensorChunk*, int64_t,  \
+                                 const AdamHyper&);                                         \
+  template double grad_sumsq_cpu<T>(const MultiTensorDesc*, const MultiTensorChunk*, int64_t); \
+  template void scale_grads_cpu<T>(const MultiTensorDesc*, const MultiTensorChunk*, int64_t, \
+                                   double);
+MN_INSTANTIATE_OPTIM(float)
+MN_INSTANTIATE_OPTIM(double)
+#undef MN_INSTANTIATE_OPTIM
+
+// ---- dispatch --------------------------------------------------------------------
+
+#ifndef MN_WITH_CUDA
+namespace {
+// No silent CPU fallback: a CUDA group in a CPU-only build is an error.
+[[noreturn]] void check_device(const char* op, Device device) {
+  MN_THROW(op, ": parameters are on ", device.str(), " but this build has no CUDA kernels");
+}
+}  // namespace
+#endif
+
+void fused_sgd_step(MultiTensorPlan& plan, DType dtype, Device device, const SgdHyper& h) {
+  if (plan.empty()) return;
+  MN_DISPATCH_FLOAT(dtype, "fused_sgd_step", [&] {
+    if (device.is_cuda()) {
+#ifdef MN_WITH_CUDA
+      sgd_step_cuda<scalar_t>(plan.device_descs(device), plan.device_chunks(device),
+                              plan.num_chunks(), h);
+#else
+      check_device("fused_sgd_step", device);
+#endif
+    } else {
+      sgd_step_cpu<scalar_t>(plan.descs().data(), plan.chunks().data(), plan.num_chunks(), h);
+    }
+  });
+}
+
+void fused_adam_step(MultiTensorPlan& plan, DType dtype, Device device, const AdamHyper& h) {
+  if (plan.empty()) return;
+  MN_DISPATCH_FLOAT(dtype, "fused_adam_step", [&] {
+    if (device.is_cuda()) {
+#ifdef MN_WITH_CUDA
+      adam_step_cuda<scalar_t>(plan.device_descs(device), plan.device_chunks(device),
+                               plan.num_chunks(), h);
+#else
+      check_device("fused_adam_step", device);
+#endif
+    } else {
+      adam_step_cpu<scalar_t>(plan.descs().data(), plan.chunks().data(), plan.num_chunks(), h);
+    }
+  });
+}
+
+void fused_grad_sumsq(MultiTensorPlan& plan, DType dtype, Device device, Tensor& sumsq) {
+  MN_CHECK(sumsq.defined() && sumsq.dtype() == DType::F64 && sumsq.numel() == 1 &&
+               sumsq.device() == device,
+           "fused_grad_sumsq: accumulator must be a float64 scalar on ", device.str(), ", got ",
+           sumsq.defined() ? sumsq.desc() : std::string("undefined"));
+  if (plan.empty()) return;
+  MN_DISPATCH_FLOAT(dtype, "fused_grad_sumsq", [&] {
+    if (device.is_cuda()) {
+#ifdef MN_WITH_CUDA
+      grad_sumsq_cuda<scalar_t>(plan.device_descs(device), plan.device_chunks(device),
+                                plan.num_chunks(), sumsq.data<double>());
+#else
+      check_device("fused_grad_sumsq", device);
+#endif
+    } else {
+      *sumsq.data<double>() +=
+          grad_sumsq_cpu<scalar_t>(plan.descs().data(), plan.chunks().data(), plan.num_chunks());
+    }
+  });
+}
+
+void fused_clip_scale(MultiTensorPlan& plan, DType dtype, Device device, const Tensor& sumsq,
+                      double max_norm, double eps) {
+  MN_CHECK(sumsq.defined() && sumsq.dtype() == DType::F64 && sumsq.numel() == 1 &&
+               sumsq.device() == device,
+           "fused_clip_scale: sum of squares must be a float64 scalar on ", device.str());
+  if (plan.empty()) return;
+  MN_DISPATCH_FLOAT(dtype, "fused_clip_scale", [&] {
+    if (device.is_cuda()) {
+#ifdef MN_WITH_CUDA
+      clip_scale_cuda<scalar_t>(plan.device_descs(device), plan.device_chunks(device),
+                                plan.num_chunks(), sumsq.data<double>(), max_norm, eps);
+#else
+      check_device("fused_clip_scale", device);
+#endif
+    } else {
+      const double coef = max_norm / (std::sqrt(*sumsq.data<double>()) + eps);
+      if (coef < 1.0)
+        scale_grads_cpu<scalar_t>(plan.descs().data(), plan.chunks().data(), plan.num_chunks(),
+                                  coef);
+    }
+  });
+}
+
+}  // namespace mn::kernels
