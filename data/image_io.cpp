@@ -1,0 +1,254 @@
+// Image decoding (stb_image for PNG; our own PGM parser for P2/P5), a minimal
+// PNG writer (zlib) for fixtures, and uint8 -> float conversion. See image_io.h
+// for the pixel convention.
+#define STB_IMAGE_IMPLEMENTATION
+#define STBI_ONLY_PNG
+#define STBI_ONLY_PNM
+#define STBI_ONLY_JPEG
+#define STBI_ONLY_BMP
+#if __has_include(<stb_image.h>)
+#include <stb_image.h>
+#else
+#include <stb/stb_image.h>
+#endif
+
+#include "data/image_io.h"
+
+#include <zlib.h>
+
+#include <cctype>
+#include <cerrno>
+#include <type_traits>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+namespace mn::data {
+
+std::vector<uint8_t> read_file_bytes(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  MN_CHECK(f != nullptr, "read_file: cannot open '", path, "': ", std::strerror(errno));
+  std::vector<uint8_t> buf;
+  if (std::fseek(f, 0, SEEK_END) == 0) {
+    long n = std::ftell(f);
+    if (n > 0) buf.resize(static_cast<size_t>(n));
+    std::fseek(f, 0, SEEK_SET);
+  }
+  size_t got = buf.empty() ? 0 : std::fread(buf.data(), 1, buf.size(), f);
+  bool err = std::ferror(f) != 0;
+  std::fclose(f);
+  MN_CHECK(!err && got == buf.size(), "read_file: read error on '", path, "'");
+  return buf;
+}
+
+namespace {
+
+bool is_pgm(const uint8_t* b, size_t n) {
+  return n >= 2 && b[0] == 'P' && (b[1] == '2' || b[1] == '5');
+}
+
+// PGM header token reader: skips whitespace and '#' comments.
+struct PgmReader {
+  const uint8_t* b;
+  size_t n;
+  size_t pos;
+  const std::string& name;
+  void skip() {
+    while (pos < n) {
+      if (b[pos] == '#') {
+        while (pos < n && b[pos] != '\n') ++pos;
+      } else if (std::isspace(b[pos])) {
+        ++pos;
+      } else {
+        break;
+      }
+    }
+  }
+  long number(const char* what) {
+    skip();
+    MN_CHECK(pos < n && std::isdigit(b[pos]), "decode_pgm: '", name, "': truncated or malformed ",
+             what);
+    long v = 0;
+    while (pos < n && std::isdigit(b[pos])) {
+      v = v * 10 + (b[pos] - '0');
+      MN_CHECK(v < (1L << 30), "decode_pgm: '", name, "': ", what, " too large");
+      ++pos;
+    }
+    return v;
+  }
+};
+
+}  // namespace
+
+GrayImage decode_pgm(const uint8_t* bytes, size_t n, const std::string& name) {
+  MN_CHECK(is_pgm(bytes, n), "decode_pgm: '", name, "' is not a PGM file (magic P2/P5 missing)");
+  const bool ascii = bytes[1] == '2';
+  PgmReader r{bytes, n, 2, name};
+  long w = r.number("width");
+  long h = r.number("height");
+  long maxval = r.number("maxval");
+  MN_CHECK(w > 0 && h > 0 && maxval > 0 && maxval <= 65535, "decode_pgm: '", name,
+           "': bad header (width ", w, ", height ", h, ", maxval ", maxval, ")");
+  GrayImage img;
+  img.height = static_cast<int>(h);
+  img.width = static_cast<int>(w);
+  const size_t count = static_cast<size_t>(w) * static_cast<size_t>(h);
+  img.pixels.resize(count);
+  auto scale = [maxval](long v) -> uint8_t {
+    if (maxval == 255) return static_cast<uint8_t>(v);
+    return static_cast<uint8_t>((v * 255 + maxval / 2) / maxval);
+  };
+  if (ascii) {
+    for (size_t i = 0; i < count; ++i) {
+      long v = r.number("pixel data");
+      MN_CHECK(v <= maxval, "decode_pgm: '", name, "': pixel ", i, " = ", v, " exceeds maxval ",
+               maxval);
+      img.pixels[i] = scale(v);
+    }
+    return img;
+  }
+  // P5: exactly one whitespace byte after maxval, then raw samples.
+  MN_CHECK(r.pos < n && std::isspace(bytes[r.pos]), "decode_pgm: '", name,
+           "': truncated header");
+  ++r.pos;
+  const size_t bps = maxval < 256 ? 1 : 2;
+  MN_CHECK(n - r.pos >= count * bps, "decode_pgm: '", name, "': truncated pixel data (",
+           n - r.pos, " bytes, expected ", count * bps, " for ", w, "x", h, ")");
+  const uint8_t* p = bytes + r.pos;
+  for (size_t i = 0; i < count; ++i) {
+    long v = bps == 1 ? p[i] : (static_cast<long>(p[2 * i]) << 8) | p[2 * i + 1];
+    MN_CHECK(v <= maxval, "decode_pgm: '", name, "': pixel ", i, " exceeds maxval");
+    img.pixels[i] = scale(v);
+  }
+  return img;
+}
+
+GrayImage decode_gray_image(const uint8_t* bytes, size_t n, const std::string& name) {
+  MN_CHECK(n > 0, "decode_image: '", name, "' is empty");
+  if (is_pgm(bytes, n)) return decode_pgm(bytes, n, name);
+  MN_CHECK(n <= static_cast<size_t>(INT32_MAX), "decode_image: '", name, "' too large");
+  int w = 0, h = 0, comp = 0;
+  // Request one channel: stb converts colour to gray and expands low bit depths
+  // (1-bit gray becomes 0/255).
+  stbi_uc* px = stbi_load_from_memory(bytes, static_cast<int>(n), &w, &h, &comp, 1);
+  if (px == nullptr) {
+    MN_THROW("decode_image: '", name, "': corrupt or truncated image (stb_image: ",
+             stbi_failure_reason() ? stbi_failure_reason() : "unknown", ")");
+  }
+  GrayImage img;
+  img.height = h;
+  img.width = w;
+  img.pixels.assign(px, px + static_cast<size_t>(w) * static_cast<size_t>(h));
+  stbi_image_free(px);
+  return img;
+}
+
+GrayImage read_gray_image(const std::string& path) {
+  std::vector<uint8_t> bytes = read_file_bytes(path);
+  return decode_gray_image(bytes.data(), bytes.size(), path);
+}
+
+Tensor load_image_u8(const std::string& path, int expected_h, int expected_w) {
+  GrayImage img = read_gray_image(path);
+  if (expected_h > 0 || expected_w > 0) {
+    MN_CHECK((expected_h <= 0 || img.height == expected_h) &&
+                 (expected_w <= 0 || img.width == expected_w),
+             "load_image: '", path, "': wrong image size ", img.height, "x", img.width,
+             " (H x W), expected ", expected_h, "x", expected_w);
+  }
+  return Tensor::from_host(img.pixels.data(), {img.height, img.width}, DType::U8);
+}
+
+Tensor to_float(const Tensor& u8, FloatMode mode, DType dtype) {
+  MN_CHECK(u8.dtype() == DType::U8, "to_float: expected uint8, got ", u8.desc());
+  MN_CHECK(u8.is_cpu(), "to_float: expected a CPU tensor, got ", u8.desc());
+  MN_CHECK(is_floating(dtype), "to_float: target dtype must be floating");
+  Tensor src = u8.contiguous();
+  Tensor out = Tensor::empty(src.shape(), dtype);
+  const uint8_t* s = src.data<uint8_t>();
+  const int64_t n = src.numel();
+  auto run = [&](auto* o) {
+    using T = std::remove_pointer_t<decltype(o)>;
+    for (int64_t i = 0; i < n; ++i) {
+      T v = static_cast<T>(s[i]) / T(255);
+      o[i] = mode == FloatMode::Ink01 ? T(1) - v : v;
+    }
+  };
+  if (dtype == DType::F32) run(out.data<float>());
+  else run(out.data<double>());
+  return out;
+}
+
+void write_pgm(const std::string& path, const GrayImage& img) {
+  std::ofstream f(path, std::ios::binary);
+  MN_CHECK(f.good(), "write_pgm: cannot create '", path, "'");
+  f << "P5\n" << img.width << " " << img.height << "\n255\n";
+  f.write(reinterpret_cast<const char*>(img.pixels.data()),
+          static_cast<std::streamsize>(img.pixels.size()));
+  MN_CHECK(f.good(), "write_pgm: write error on '", path, "'");
+}
+
+namespace {
+void put_u32(std::vector<uint8_t>& v, uint32_t x) {
+  v.push_back(static_cast<uint8_t>(x >> 24));
+  v.push_back(static_cast<uint8_t>(x >> 16));
+  v.push_back(static_cast<uint8_t>(x >> 8));
+  v.push_back(static_cast<uint8_t>(x));
+}
+void put_chunk(std::vector<uint8_t>& out, const char* type, const std::vector<uint8_t>& data) {
+  put_u32(out, static_cast<uint32_t>(data.size()));
+  size_t start = out.size();
+  out.insert(out.end(), type, type + 4);
+  out.insert(out.end(), data.begin(), data.end());
+  uLong crc = crc32(0L, out.data() + start, static_cast<uInt>(out.size() - start));
+  put_u32(out, static_cast<uint32_t>(crc));
+}
+}  // namespace
+
+void write_png_gray(const std::string& path, const GrayImage& img, bool one_bit) {
+  MN_CHECK(img.width > 0 && img.height > 0 &&
+               img.pixels.size() == static_cast<size_t>(img.width) * img.height,
+           "write_png: '", path, "': bad image buffer");
+  const size_t row_bytes = one_bit ? (static_cast<size_t>(img.width) + 7) / 8 : img.width;
+  std::vector<uint8_t> raw;
+  raw.reserve((row_bytes + 1) * img.height);
+  for (int y = 0; y < img.height; ++y) {
+    raw.push_back(0);  // filter: none
+    const uint8_t* row = img.pixels.data() + static_cast<size_t>(y) * img.width;
+    if (!one_bit) {
+      raw.insert(raw.end(), row, row + img.width);
+    } else {
+      for (size_t b = 0; b < row_bytes; ++b) {
+        uint8_t byte = 0;
+        for (int k = 0; k < 8; ++k) {
+          size_t x = b * 8 + k;
+          if (x < static_cast<size_t>(img.width) && row[x] >= 128) byte |= 0x80 >> k;
+        }
+        raw.push_back(byte);
+      }
+    }
+  }
+  uLongf zlen = compressBound(static_cast<uLong>(raw.size()));
+  std::vector<uint8_t> z(zlen);
+  MN_CHECK(compress(z.data(), &zlen, raw.data(), static_cast<uLong>(raw.size())) == Z_OK,
+           "write_png: '", path, "': zlib compress failed");
+  z.resize(zlen);
+  std::vector<uint8_t> out = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  std::vector<uint8_t> ihdr;
+  put_u32(ihdr, static_cast<uint32_t>(img.width));
+  put_u32(ihdr, static_cast<uint32_t>(img.height));
+  ihdr.push_back(one_bit ? 1 : 8);  // bit depth
+  ihdr.push_back(0);                // colour type: gray
+  ihdr.push_back(0);
+  ihdr.push_back(0);
+  ihdr.push_back(0);
+  put_chunk(out, "IHDR", ihdr);
+  put_chunk(out, "IDAT", z);
+  put_chunk(out, "IEND", {});
+  std::ofstream f(path, std::ios::binary);
+  MN_CHECK(f.good(), "write_png: cannot create '", path, "'");
+  f.write(reinterpret_cast<const char*>(out.data()), static_cast<std::streamsize>(out.size()));
+  MN_CHECK(f.good(), "write_png: write error on '", path, "'");
+}
+
+}  // namespace mn::data
