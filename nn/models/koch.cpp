@@ -1,0 +1,213 @@
+// Koch branch, triplet net and siamese net (see koch.h).
+#include "nn/models/koch.h"
+
+#include <cmath>
+
+#include "autograd/ops.h"
+#include "autograd/ops_conv.h"
+#include "autograd/ops_layers.h"
+#include "nn/init.h"
+
+namespace mn::nn {
+
+namespace {
+int64_t scaled(int64_t c, double w) { return std::max<int64_t>(1, std::llround(c * w)); }
+
+void init_normal(const Variable& v, double mean, double std, Generator& g) {
+  if (!v.defined()) return;
+  Tensor t = v.data();
+  init::normal_(t, mean, std, g);
+}
+}  // namespace
+
+KochBranch::KochBranch(const KochBranchOptions& o, Generator& g) : opt_(o) {
+  MN_CHECK(o.width > 0, "KochBranch: width must be positive, got ", o.width);
+  MN_CHECK(o.dropout >= 0 && o.dropout < 1, "KochBranch: dropout must be in [0, 1), got ", o.dropout);
+  const int64_t ks[4] = {10, 7, 4, 4};
+  const int64_t cs[4] = {scaled(64, o.width), scaled(128, o.width), scaled(128, o.width),
+                         scaled(256, o.width)};
+  dropout_gen_ = std::make_unique<Generator>(g.next_u32() * 0x9E3779B97F4A7C15ull + 1, 0);
+  int64_t side = o.input_size, in = 1;
+  for (int i = 0; i < 4; ++i) {
+    Conv2dOptions co(in, cs[i], ks[i]);
+    co.dtype = o.dtype;
+    co.device = o.device;
+    auto conv = register_module("conv" + std::to_string(i + 1), std::make_shared<Conv2d>(co, g));
+    init_normal(conv->weight(), 0.0, o.init.conv_w_std, g);
+    init_normal(conv->bias(), o.init.conv_b_mean, o.init.conv_b_std, g);
+    convs_.push_back(conv);
+    side = side - ks[i] + 1;
+    MN_CHECK(side > 0, "KochBranch: input size ", o.input_size, " is too small for the Koch branch");
+    if (i < 3) {
+      side /= 2;
+      if (o.batchnorm) {
+        BatchNormOptions bo(cs[i]);
+        bo.dtype = o.dtype;
+        bo.device = o.device;
+        bns_.push_back(register_module("bn" + std::to_string(i + 1), std::make_shared<BatchNorm>(bo)));
+      }
+    }
+    in = cs[i];
+  }
+  flat_ = in * side * side;
+  if (o.dropout > 0)
+    for (int i = 0; i < 4; ++i) drops_.push_back(std::make_shared<Dropout>(o.dropout, *dropout_gen_));
+  LinearOptions lo(flat_, o.embedding);
+  lo.dtype = o.dtype;
+  lo.device = o.device;
+  dense_ = register_module("dense", std::make_shared<Linear>(lo, g));
+  init_normal(dense_->weight(), 0.0, o.init.dense_w_std, g);
+  init_normal(dense_->bias(), o.init.dense_b_mean, o.init.dense_b_std, g);
+  pool_ = std::make_shared<MaxPool2d>(2, 2);
+  if (o.lrn) lrn_ = std::make_shared<LRN>();
+  act_ = std::make_shared<Activation>(o.activation);
+}
+
+Variable KochBranch::forward(const Variable& x) {
+  MN_CHECK(x.dim() == 4 && x.size(1) == 1 && x.size(2) == opt_.input_size && x.size(3) == opt_.input_size,
+           "KochBranch: expected input (N, 1, ", opt_.input_size, ", ", opt_.input_size, "), got ",
+           x.data().desc());
+  Variable h = x;
+  for (size_t i = 0; i < convs_.size(); ++i) {
+    h = act_->forward(convs_[i]->forward(h));
+    if (i < 3) {
+      h = pool_->forward(h);
+      if (lrn_) h = lrn_->forward(h);
+      if (!bns_.empty()) {
+        bns_[i]->train(is_training());
+        h = bns_[i]->forward(h);
+      }
+      if (!drops_.empty()) {
+        drops_[i]->train(is_training());
+        h = drops_[i]->forward(h);
+      }
+    }
+  }
+  h = ag::flatten_batch(h);
+  if (!drops_.empty()) {
+    drops_[3]->train(is_training());
+    h = drops_[3]->forward(h);
+  }
+  h = dense_->forward(h);
+  if (opt_.sigmoid_embedding) h = ag::sigmoid(h);
+  return h;
+}
+
+std::vector<Variable> KochBranch::conv_parameters() const {
+  std::vector<Variable> out;
+  for (auto& c : convs_) {
+    out.push_back(c->weight());
+    if (c->bias().defined()) out.push_back(c->bias());
+  }
+  for (auto& b : bns_) {
+    if (b->weight().defined()) out.push_back(b->weight());
+    if (b->bias().defined()) out.push_back(b->bias());
+  }
+  return out;
+}
+
+std::vector<Variable> KochBranch::dense_parameters() const {
+  std::vector<Variable> out{dense_->weight()};
+  if (dense_->bias().defined()) out.push_back(dense_->bias());
+  return out;
+}
+
+// ------------------------------------------------------------ TripletNet ---
+TripletNet::TripletNet(const KochBranchOptions& o, TripletShare share, Generator& g) : share_(share) {
+  branch_ = register_module("branch", std::make_shared<KochBranch>(o, g));
+  if (share == TripletShare::DisjointAnchor)
+    anchor_branch_ = register_module("anchor_branch", std::make_shared<KochBranch>(o, g));
+}
+
+Variable TripletNet::embed_anchor(const Variable& x) {
+  KochBranch& b = anchor_branch_ ? *anchor_branch_ : *branch_;
+  b.train(is_training());
+  return b.forward(x);
+}
+
+Variable TripletNet::embed_candidate(const Variable& x) {
+  branch_->train(is_training());
+  return branch_->forward(x);
+}
+
+std::vector<Variable> TripletNet::embed_triplets(const Variable& a, const Variable& p, const Variable& n) {
+  int64_t N = a.size(0);
+  if (share_ == TripletShare::Full) {
+    Variable e = embed_candidate(ag::concat({a, p, n}, 0));
+    return {ag::narrow(e, 0, 0, N), ag::narrow(e, 0, N, N), ag::narrow(e, 0, 2 * N, N)};
+  }
+  Variable ea = embed_anchor(a);
+  Variable e = embed_candidate(ag::concat({p, n}, 0));
+  return {ea, ag::narrow(e, 0, 0, N), ag::narrow(e, 0, N, N)};
+}
+
+std::vector<ParamGroup> TripletNet::param_groups(double lr, double conv_decay, double dense_decay) const {
+  ParamGroup conv, dense;
+  conv.name = "conv";
+  dense.name = "dense";
+  conv.lr = dense.lr = lr;
+  conv.weight_decay = conv_decay;
+  dense.weight_decay = dense_decay;
+  for (auto* b : {branch_.get(), anchor_branch_.get()}) {
+    if (!b) continue;
+    for (auto& v : b->conv_parameters()) conv.params.push_back(v);
+    for (auto& v : b->dense_parameters()) dense.params.push_back(v);
+  }
+  return {conv, dense};
+}
+
+// ------------------------------------------------------------ SiameseNet ---
+SiameseNet::SiameseNet(const KochBranchOptions& o, Generator& g) {
+  branch_ = register_module("branch", std::make_shared<KochBranch>(o, g));
+  Tensor w = Tensor::empty({1, o.embedding}, o.dtype, o.device);
+  Tensor b = Tensor::empty({1}, o.dtype, o.device);
+  init::normal_(w, 0.0, o.init.dense_w_std, g);
+  init::normal_(b, o.init.dense_b_mean, o.init.dense_b_std, g);
+  head_w_ = register_parameter("head.weight", w);
+  head_b_ = register_parameter("head.bias", b);
+}
+
+std::vector<Variable> SiameseNet::embed_pairs(const Variable& x1, const Variable& x2) {
+  int64_t N = x1.size(0);
+  branch_->train(is_training());
+  Variable e = branch_->forward(ag::concat({x1, x2}, 0));
+  return {ag::narrow(e, 0, 0, N), ag::narrow(e, 0, N, N)};
+}
+
+Variable SiameseNet::logits(const Variable& e1, const Variable& e2) {
+  Variable z = ag::linear(ag::abs_diff(e1, e2), head_w_, head_b_);  // (N, 1)
+  return ag::reshape(z, {e1.size(0)});
+}
+
+std::vector<ParamGroup> SiameseNet::param_groups(double lr, double momentum,
+                                                 const std::vector<double>& decays) const {
+  MN_CHECK(decays.size() == 6, "SiameseNet::param_groups: expected 6 decays (conv1..4, dense, head), got ",
+           decays.size());
+  std::vector<ParamGroup> groups;
+  auto named = branch_->named_parameters();
+  const char* names[5] = {"conv1", "conv2", "conv3", "conv4", "dense"};
+  for (int i = 0; i < 5; ++i) {
+    ParamGroup g;
+    g.name = names[i];
+    g.lr = lr;
+    g.momentum = momentum;
+    g.weight_decay = decays[i];
+    std::string prefix = std::string(names[i]) + ".";
+    for (auto& [n, v] : named)
+      if (n.rfind(prefix, 0) == 0) g.params.push_back(v);
+    if (i < 3)  // batch-norm after pool i belongs to that conv layer's group
+      for (auto& [n, v] : named)
+        if (n.rfind("bn" + std::to_string(i + 1) + ".", 0) == 0) g.params.push_back(v);
+    groups.push_back(g);
+  }
+  ParamGroup head;
+  head.name = "head";
+  head.lr = lr;
+  head.momentum = momentum;
+  head.weight_decay = decays[5];
+  head.params = {head_w_, head_b_};
+  groups.push_back(head);
+  return groups;
+}
+
+}  // namespace mn::nn

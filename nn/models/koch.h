@@ -1,0 +1,132 @@
+// Koch et al.'s convolutional branch and the siamese and triplet networks of
+// the Omniglot study built on it.
+//
+// Branch, on (N, 1, 105, 105) inputs (channel widths scale with `width`):
+//   conv 64@10x10 -> act -> max-pool 2 -> [LRN] [BN] [dropout]
+//   conv 128@7x7  -> act -> max-pool 2 -> [LRN] [BN] [dropout]
+//   conv 128@4x4  -> act -> max-pool 2 -> [LRN] [BN] [dropout]
+//   conv 256@4x4  -> act -> flatten (9216) -> [dropout] -> dense 4096 -> [sigmoid]
+// LRN and batch-norm sit after each pooling layer (FaceNet's placement, as the
+// study chose); dropout after each pooling layer and before the dense layer.
+//
+// Parameter names (also the tensor names in checkpoints):
+//   branch.conv{1..4}.{weight,bias}, branch.dense.{weight,bias},
+//   branch.bn{1..3}.{weight,bias,running_mean,running_var} (with batch-norm);
+//   the triplet net's disjoint anchor branch is "anchor_branch.*";
+//   the siamese head is head.weight (1, E) and head.bias (1).
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/layers/activation.h"
+#include "nn/layers/batchnorm.h"
+#include "nn/layers/conv2d.h"
+#include "nn/layers/dropout.h"
+#include "nn/layers/linear.h"
+#include "nn/layers/lrn.h"
+#include "nn/layers/pool.h"
+#include "nn/module.h"
+#include "nn/optim/optimizer.h"
+
+namespace mn::nn {
+
+// N(mean, std) initialisation of weights and biases, per layer kind.
+struct KochInit {
+  double conv_w_std = 0.002, conv_b_mean = 0.5, conv_b_std = 0.01;
+  double dense_w_std = 0.2, dense_b_mean = 0.5, dense_b_std = 0.01;
+  // Koch et al. (siamese): conv N(0, 1e-2), biases N(0.5, 1e-2), dense N(0, 2e-1).
+  static KochInit koch() { return {0.01, 0.5, 0.01, 0.2, 0.5, 0.01}; }
+  // The Omniglot triplet study: weights N(0, 0.002), dense N(0, 0.2), biases N(0.5, 0.01).
+  static KochInit study() { return {}; }
+};
+
+struct KochBranchOptions {
+  int64_t input_size = 105;  // square input side
+  double width = 1.0;        // channel multiplier (1: 64/128/128/256, dense 4096)
+  int64_t embedding = 4096;  // dense output size
+  kernels::Act activation = kernels::Act::ReLU;
+  bool lrn = false;
+  bool batchnorm = false;
+  double dropout = 0.0;
+  bool sigmoid_embedding = true;  // sigmoid after the dense layer (Koch)
+  KochInit init = KochInit::study();
+  DType dtype = DType::F32;
+  Device device = Device::cpu();
+};
+
+class KochBranch : public Module {
+ public:
+  KochBranch(const KochBranchOptions& o, Generator& g);
+  // (N, 1, S, S) -> (N, embedding)
+  Variable forward(const Variable& x) override;
+  const KochBranchOptions& options() const { return opt_; }
+  // Convolution parameters and dense parameters, for per-layer optimizer groups.
+  std::vector<Variable> conv_parameters() const;
+  std::vector<Variable> dense_parameters() const;
+  int64_t flat_features() const { return flat_; }
+  // The generator behind this branch's dropout masks (saved in checkpoints).
+  Generator& dropout_generator() { return *dropout_gen_; }
+
+ private:
+  KochBranchOptions opt_;
+  std::unique_ptr<Generator> dropout_gen_;
+  std::vector<std::shared_ptr<Conv2d>> convs_;
+  std::vector<std::shared_ptr<BatchNorm>> bns_;
+  std::vector<std::shared_ptr<Dropout>> drops_;
+  std::shared_ptr<Linear> dense_;
+  std::shared_ptr<MaxPool2d> pool_;
+  std::shared_ptr<LRN> lrn_;
+  std::shared_ptr<Activation> act_;
+  int64_t flat_ = 0;
+};
+
+enum class TripletShare { Full, DisjointAnchor };
+
+// Three branches: one shared set of parameters ("full share"), or a separate
+// anchor branch and one branch shared by the positive and negative images.
+class TripletNet : public Module {
+ public:
+  TripletNet(const KochBranchOptions& o, TripletShare share, Generator& g);
+  // Embeds anchors (N,...), positives and negatives (N,...); returns (a, p, n) embeddings.
+  // With full sharing the three go through the branch as one batch of 3N.
+  std::vector<Variable> embed_triplets(const Variable& anchors, const Variable& positives,
+                                       const Variable& negatives);
+  // Embedding of query/anchor images (the anchor branch when disjoint).
+  Variable embed_anchor(const Variable& x);
+  // Embedding of candidate images (the shared/positive branch).
+  Variable embed_candidate(const Variable& x);
+  Variable forward(const Variable& x) override { return embed_candidate(x); }
+  TripletShare share() const { return share_; }
+  KochBranch& branch() { return *branch_; }
+  // Parameter groups: convolutions (all branches) and dense layers.
+  std::vector<ParamGroup> param_groups(double lr, double conv_decay, double dense_decay) const;
+
+ private:
+  TripletShare share_;
+  std::shared_ptr<KochBranch> branch_, anchor_branch_;
+};
+
+// Koch's siamese net: shared branch -> |e1 - e2| -> weighted sum + bias -> logit
+// (the sigmoid is applied inside the BCE loss, from the logit, for stability).
+class SiameseNet : public Module {
+ public:
+  SiameseNet(const KochBranchOptions& o, Generator& g);
+  // Embeds both sides as one batch of 2N; returns (e1, e2).
+  std::vector<Variable> embed_pairs(const Variable& x1, const Variable& x2);
+  Variable embed(const Variable& x) { return branch_->forward(x); }
+  // Similarity logits (N) from embeddings.
+  Variable logits(const Variable& e1, const Variable& e2);
+  Variable forward(const Variable& x) override { return embed(x); }
+  const Variable& head_weight() const { return head_w_; }
+  const Variable& head_bias() const { return head_b_; }
+  KochBranch& branch() { return *branch_; }
+  // One group per layer (conv1..4, dense, head) with Koch's per-layer decay.
+  std::vector<ParamGroup> param_groups(double lr, double momentum, const std::vector<double>& decays) const;
+
+ private:
+  std::shared_ptr<KochBranch> branch_;
+  Variable head_w_, head_b_;
+};
+
+}  // namespace mn::nn

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs the Debian packages MetricNet needs that are missing on this machine.
+#   tools/install-deps.sh           build + test dependencies
+#   tools/install-deps.sh --bench   also the benchmark references (OpenBLAS, PyTorch) and gnuplot
+# nvcc is expected at /usr/local/cuda (the CUDA toolkit is not a Debian package here);
+# without it the build is CPU-only.
+set -euo pipefail
+pkgs=(cmake ninja-build g++ ccache libgtest-dev libbenchmark-dev libstb-dev zlib1g-dev gnuplot-nox)
+if [[ "${1:-}" == "--bench" ]]; then
+  pkgs+=(libopenblas-dev python3-torch python3-numpy)
+fi
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}"
+  SUDO=""
+  [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+else
+  echo "install-deps: all ${#pkgs[@]} packages present"
+fi
