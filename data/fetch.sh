@@ -181,6 +181,10 @@ fetch_into() {  # fetch_into NAME STAGE: download and verify everything into STA
         download "$(url_for omniglot "$f")" "$stage/$f" || return 1
         unzip_to "$stage/$f" "$stage" && rm -f "$stage/$f"
       done
+      # all_runs.zip may unpack its run folders at the top level.
+      if [ ! -d "$stage/all_runs" ] && [ -d "$stage/run01" ]; then
+        mkdir "$stage/all_runs" && mv "$stage"/run[0-9]* "$stage/all_runs/"
+      fi
       complete_at omniglot "$stage" || { say "omniglot: archives incomplete"; return 1; }
       local nbg; nbg=$(find "$stage/images_background" -name '*.png' | wc -l)
       [ "$nbg" = 19280 ] || { say "omniglot: images_background holds $nbg PNGs, expected 19280"; return 1; }

@@ -13,6 +13,7 @@
 
 #include "autograd/ops.h"
 #include "autograd/ops_layers.h"
+#include "kernels/miners.h"
 #include "data/image_io.h"
 #include "data/lake_runs.h"
 #include "data/omniglot.h"
@@ -61,9 +62,15 @@ void declare_flags(Flags& f, StudyKind kind) {
     f.add_double("global-g", 1.0, "global + triplet: weight g of the Kumar term");
     f.add_string("share", "full", "weight sharing of the three branches", {"full", "disjoint-anchor"});
   }
-  f.add_string("sampling", "random", "how training examples are chosen",
-               {"random", "hard-positive", "semi-hard-negative"});
-  f.add_int("mining-pool", 20, "offline SSIM mining: candidates scored per anchor");
+  if (tri) {
+    f.add_string("sampling", "random", "training triplets: random (the study); offline SSIM mining of "
+                 "hard positives, semi-hard negatives or both; or online mining in P x K batches (P = batch, K = 3)",
+                 {"random", "hard-positive", "semi-hard-negative", "ssim-both", "batch-hard", "online-semi-hard",
+                  "online-random-negative"});
+  } else {
+    f.add_string("sampling", "random", "training pairs (from triplets): random, or offline SSIM mining",
+                 {"random", "hard-positive", "semi-hard-negative", "ssim-both"});
+  }
   f.add_string("activation", "relu", "activation of the convolutions", {"relu", "elu", "selu"});
   f.add_bool("input-norm", false, "scale inputs to [0, 1] (ink = 1) instead of raw 0..255 (ink = 255)");
   f.add_bool("lrn", false, "local response normalisation after each pooling layer");
@@ -90,12 +97,14 @@ void declare_flags(Flags& f, StudyKind kind) {
   f.add_int("eval-batch", 200, "images per forward pass in evaluation");
 }
 
-// The CPU demo: the same protocol, scaled to finish in minutes on 2 cores.
+// The CPU demo: the same protocol and initialisation, scaled down (a quarter of
+// the channels, a 512-d embedding, fewer and smaller iterations, a higher
+// learning rate) to finish in a few minutes on 2 cores and visibly learn.
 void apply_cpu_demo(Flags& f) {
   const std::pair<const char*, const char*> demo[] = {
-      {"epochs", "4"},        {"iters", "40"},        {"batch", "16"},          {"width", "0.25"},
-      {"embedding", "512"},   {"val-triplets", "1000"}, {"val-tasks", "100"},  {"input-norm", "true"},
-      {"lr", "3e-4"},         {"test-tasks", "100"}};
+      {"epochs", "6"},      {"iters", "80"},          {"batch", "16"},     {"width", "0.25"},
+      {"embedding", "512"}, {"val-triplets", "1000"}, {"val-tasks", "100"}, {"lr", "3e-4"},
+      {"test-tasks", "100"}};
   for (auto& [k, v] : demo)
     if (!f.user_set(k)) f.set(k, v, "cpu-demo preset");
 }
@@ -206,6 +215,7 @@ struct Study {
     for (const char* k : kArchKeys)
       if (k != std::string("share") || tnet) md[std::string("arch.") + k] = flag_text(k);
     nn::put_generator_state(md, "rng.sample", sample_gen);
+    nn::put_generator_state(md, "rng.loader", Generator(data.loader_seed(), data.loader_offset()));
     nn::put_generator_state(md, "rng.dropout", branch().dropout_generator());
     return md;
   }
@@ -224,26 +234,50 @@ struct Study {
     double loss = 0, active = 0, dpos = 0, dneg = 0;
   };
 
+  nn::TripletLossOptions loss_options() const {
+    nn::TripletLossOptions lo;
+    lo.kind = parse_loss(f.str("loss"));
+    lo.margin = f.f64("margin");
+    lo.global_l = f.f64("global-l");
+    lo.global_t = f.f64("global-t");
+    lo.global_g = f.f64("global-g");
+    return lo;
+  }
+
   StepStats train_step() {
     int64_t B = f.i64("batch");
     StepStats s;
-    if (tnet) {
-      TripletBatch tb = data.triplet_batch(B, sample_gen);
+    nn::LossOutput out;
+    if (tnet && data.online_mining()) {
+      // P x K batch (3B images, as many as B random triplets), mined on the device
+      // from the detached squared distances of the batch's embeddings.
+      PKBatch pk = data.pk_batch(B, 3, sample_gen);
+      Variable e = tnet->embed_candidate(Variable(pk.images));
+      kernels::MinerParams mp;
+      const std::string smp = f.str("sampling");
+      mp.kind = smp == "batch-hard" ? kernels::MinerKind::BatchHard
+                : smp == "online-semi-hard" ? kernels::MinerKind::SemiHard
+                                            : kernels::MinerKind::RandomViolating;
+      mp.margin = f.f64("margin");
+      mp.fallback = kernels::SemiHardFallback::Hardest;
+      Tensor dist = kernels::pairwise_distance_matrix(e.data(), true);
+      kernels::MinedTriplets mined = kernels::mine_triplets(dist, pk.labels, mp, &sample_gen);
+      if (mined.triplets.size(0) == 0) return {0, 0, 0, 0};  // nothing violates: no update
+      out = nn::triplet_loss(e, mined.triplets, loss_options());
+      out.loss.backward();
+      auto h = out.host_stats();
+      s = {h.loss, h.active / static_cast<double>(mined.triplets.size(0)), h.mean_pos, h.mean_neg};
+    } else if (tnet) {
+      TripletBatch tb = data.triplet_batch();
       auto e = tnet->embed_triplets(Variable(tb.anchors), Variable(tb.positives), Variable(tb.negatives));
-      nn::TripletLossOptions lo;
-      lo.kind = parse_loss(f.str("loss"));
-      lo.margin = f.f64("margin");
-      lo.global_l = f.f64("global-l");
-      lo.global_t = f.f64("global-t");
-      lo.global_g = f.f64("global-g");
-      nn::LossOutput out = nn::triplet_loss(e[0], e[1], e[2], lo);
+      out = nn::triplet_loss(e[0], e[1], e[2], loss_options());
       out.loss.backward();
       auto h = out.host_stats();
       s = {h.loss, h.active / static_cast<double>(B), h.mean_pos, h.mean_neg};
     } else {
-      PairBatch pb = data.pair_batch(B, sample_gen);
+      PairBatch pb = data.pair_batch(B);
       auto e = snet->embed_pairs(Variable(pb.left), Variable(pb.right));
-      nn::LossOutput out = nn::koch_siamese_loss(e[0], e[1], snet->head_weight(), snet->head_bias(), pb.target);
+      out = nn::koch_siamese_loss(e[0], e[1], snet->head_weight(), snet->head_bias(), pb.target);
       out.loss.backward();
       auto h = out.host_stats();
       s = {h.loss, h.active / static_cast<double>(B), h.mean_pos, h.mean_neg};
@@ -404,6 +438,7 @@ int train(Study& st) {
   const std::string last = join_path(st.out, "last.safetensors"), best_path = join_path(st.out, "best.safetensors");
   int64_t start_epoch = 0, best_epoch = -1;
   double best = -1;
+  uint64_t loader_seed = static_cast<uint64_t>(f.i64("seed")) * 104729 + 3, loader_offset = 0;
   if (f.flag("resume")) {
     MN_CHECK(file_exists(last), "--resume: no checkpoint at '", last, "'");
     nn::Metadata md = nn::load_checkpoint(last, st.model(), st.opt.get());
@@ -412,14 +447,20 @@ int train(Study& st) {
     best_epoch = std::stoll(md.at("best_epoch"));
     nn::get_generator_state(md, "rng.sample", st.sample_gen);
     nn::get_generator_state(md, "rng.dropout", st.branch().dropout_generator());
+    Generator lg;
+    nn::get_generator_state(md, "rng.loader", lg);
+    loader_seed = lg.seed();
+    loader_offset = lg.offset();
     std::printf("resuming after epoch %lld from %s\n", static_cast<long long>(start_epoch), last.c_str());
   }
+  if (!(st.tnet && st.data.online_mining()))
+    st.data.start_loader(st.tnet ? f.i64("batch") : f.i64("batch") / 2, loader_seed, loader_offset);
   write_file_atomic(join_path(st.out, "config.txt"), f.to_config());
   MetricsLog log(join_path(st.out, "metrics.jsonl"), f.flag("resume") ? static_cast<int>(start_epoch) : 0);
   if (!f.flag("resume")) write_file_atomic(log.path(), "");
 
   const int64_t epochs = f.i64("epochs"), iters = f.i64("iters"), B = f.i64("batch");
-  const int64_t imgs_per_iter = B * (st.tnet ? 3 : 2);
+  const int64_t imgs_per_iter = st.tnet ? 3 * B : 3 * (B / 2);
   std::vector<Series> curves(2);
   curves[0].title = "validation one-shot accuracy (%)";
   curves[1].title = "training loss";

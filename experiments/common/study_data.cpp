@@ -3,10 +3,12 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "data/dataset.h"
 #include "data/image_io.h"
+#include "kernels/elementwise.h"
 
 namespace mn::exp {
 
@@ -30,80 +32,93 @@ StudyData::StudyData(const Flags& f, Device device) : f_(f), device_(device) {
   so.train_max_drawer = static_cast<int>(f.i64("train-max-drawer"));
   splits_ = data::load_omniglot_splits(so);
   std::printf("data: %s\n", splits_.description.c_str());
-  train_by_class_ = splits_.train.indices_by_class();
-  val_by_class_ = splits_.val.indices_by_class();
+  train_classes_ = std::make_unique<data::ClassIndex>(splits_.train.labels);
+  val_classes_ = std::make_unique<data::ClassIndex>(splits_.val.labels);
+}
+
+bool StudyData::online_mining() const {
+  const std::string s = f_.str("sampling");
+  return s == "batch-hard" || s == "online-semi-hard" || s == "online-random-negative";
+}
+
+void StudyData::start_loader(int64_t triplets_per_batch, uint64_t seed, uint64_t offset) {
+  data::TripletLoaderOptions lo;
+  lo.batch_size = triplets_per_batch;
+  lo.device = device_;
+  lo.seed = seed;
+  lo.offset = offset;
+  lo.mode = data::FloatMode::Ink01;
+  lo.scale = f_.flag("input-norm") ? 1.0 : 255.0;
+  lo.augment = f_.flag("augment");
+  const std::string s = f_.str("sampling");
+  lo.sampling = s == "hard-positive" ? data::TripletSampling::SsimHardPositive
+                : s == "semi-hard-negative" ? data::TripletSampling::SsimSemiHardNegative
+                : s == "ssim-both" ? data::TripletSampling::SsimMined
+                                   : data::TripletSampling::Random;
+  loader_.reset();  // stop the old prefetch thread before a new one starts
+  loader_ = std::make_unique<data::TripletLoader>(splits_.train, lo);
+  loader_seed_ = seed;
+  loader_offset_ = offset;
+}
+
+TripletBatch StudyData::triplet_batch() {
+  MN_CHECK(loader_, "StudyData: start_loader was not called");
+  data::TripletBatch b = loader_->next();
+  loader_offset_ = b.offset_after;
+  return {b.anchor, b.positive, b.negative};
+}
+
+PairBatch StudyData::pair_batch(int64_t B) {
+  MN_CHECK(B % 2 == 0, "--batch: the siamese net needs an even number of pairs, got ", B);
+  TripletBatch t = triplet_batch();
+  const int64_t h = B / 2;
+  std::vector<float> target(B, 0.0f);
+  std::fill(target.begin(), target.begin() + h, 1.0f);
+  Tensor left = Tensor::empty({B, 1, t.anchors.size(2), t.anchors.size(3)}, DType::F32, device_);
+  Tensor right = Tensor::empty_like(left);
+  left.narrow(0, 0, h).copy_(t.anchors);
+  left.narrow(0, h, h).copy_(t.anchors);
+  right.narrow(0, 0, h).copy_(t.positives);
+  right.narrow(0, h, h).copy_(t.negatives);
+  return {left, right, Tensor::from_vector(target, {B}, device_)};
+}
+
+PKBatch StudyData::pk_batch(int64_t P, int64_t K, Generator& g) {
+  if (!train_images_device_.defined()) train_images_device_ = splits_.train.images.to(device_);
+  std::vector<int64_t> idx = data::sample_pk_batch(*train_classes_, static_cast<int>(P), static_cast<int>(K), g);
+  std::vector<int64_t> labels;
+  for (int64_t i : idx) labels.push_back(train_classes_->label_of(i));
+  const int64_t n = static_cast<int64_t>(idx.size());
+  Tensor x = data::gather_images_float(train_images_device_, Tensor::from_vector(idx, {n}, device_),
+                                       data::FloatMode::Ink01);
+  if (!f_.flag("input-norm")) x = kernels::mul_scalar(x, 255.0);
+  return {x, Tensor::from_vector(labels, {n}, device_)};
 }
 
 Tensor StudyData::to_input(const Tensor& u8) const {
   MN_CHECK(u8.dtype() == DType::U8 && u8.dim() == 3, "to_input: expected (n, H, W) uint8 images, got ", u8.desc());
-  Tensor x = data::to_float(u8, data::FloatMode::Ink01, DType::F32);
-  if (!f_.flag("input-norm")) {
-    std::vector<float> v = x.to_vector<float>();
-    for (float& p : v) p *= 255.0f;
-    x = Tensor::from_vector(v, x.shape());
-  }
-  return x.reshape({u8.size(0), 1, u8.size(1), u8.size(2)}).to(device_);
+  const int64_t n = u8.size(0);
+  Tensor x = data::gather_images_float(u8.to(device_), Tensor::arange(n, DType::I64, device_),
+                                       data::FloatMode::Ink01);
+  return f_.flag("input-norm") ? x : kernels::mul_scalar(x, 255.0);
 }
 
 Tensor StudyData::val_input(const std::vector<int64_t>& idx) const {
   return to_input(data::gather_images(splits_.val, idx));
 }
 
-Tensor StudyData::train_input(const std::vector<int64_t>& idx, Generator& g) {
-  (void)g;
-  return to_input(data::gather_images(splits_.train, idx));
-}
-
-IndexTriplets StudyData::sample_triplets(const data::ImageDataset& ds,
-                                         const std::vector<std::vector<int64_t>>& by_class, int64_t n,
-                                         Generator& g, bool mined) {
-  (void)mined;
+IndexTriplets StudyData::random_triplets(const data::ClassIndex& ci, int64_t n, uint64_t seed) const {
+  Generator g(seed);
   IndexTriplets t;
-  int64_t C = static_cast<int64_t>(by_class.size());
-  MN_CHECK(C >= 2, "sampling: need at least 2 classes, have ", C);
-  (void)ds;
-  for (int64_t i = 0; i < n; ++i) {
-    // Anchor class uniform; positive from the same class excluding the anchor
-    // image; negative from a uniformly chosen other class (the study's protocol).
-    int64_t ca;
-    do ca = g.next_int(0, C);
-    while (by_class[ca].size() < 2);
-    const auto& A = by_class[ca];
-    int64_t ai = g.next_int(0, static_cast<int64_t>(A.size()));
-    int64_t pi = g.next_int(0, static_cast<int64_t>(A.size()) - 1);
-    if (pi >= ai) ++pi;
-    int64_t cn = g.next_int(0, C - 1);
-    if (cn >= ca) ++cn;
-    const auto& Nn = by_class[cn];
-    t.anchors.push_back(A[ai]);
-    t.positives.push_back(A[pi]);
-    t.negatives.push_back(Nn[g.next_int(0, static_cast<int64_t>(Nn.size()))]);
-  }
+  data::split_triplets(data::sample_random_triplets(ci, n, g), t.anchors, t.positives, t.negatives);
   return t;
-}
-
-TripletBatch StudyData::triplet_batch(int64_t B, Generator& g) {
-  IndexTriplets t = sample_triplets(splits_.train, train_by_class_, B, g, f_.str("sampling") != "random");
-  return {train_input(t.anchors, g), train_input(t.positives, g), train_input(t.negatives, g)};
-}
-
-PairBatch StudyData::pair_batch(int64_t B, Generator& g) {
-  // Half genuine pairs (Koch oversamples same-class pairs to balance them).
-  IndexTriplets t = sample_triplets(splits_.train, train_by_class_, B, g, f_.str("sampling") != "random");
-  std::vector<int64_t> right(B);
-  std::vector<float> target(B);
-  for (int64_t i = 0; i < B; ++i) {
-    bool genuine = i % 2 == 0;
-    right[i] = genuine ? t.positives[i] : t.negatives[i];
-    target[i] = genuine ? 1.0f : 0.0f;
-  }
-  return {train_input(t.anchors, g), train_input(right, g), Tensor::from_vector(target, {B}).to(device_)};
 }
 
 const IndexTriplets& StudyData::val_triplets() {
   if (!have_val_triplets_) {
-    Generator g(987654321);  // fixed: the same validation triplets every epoch and run
-    val_triplets_ = sample_triplets(splits_.val, val_by_class_, f_.i64("val-triplets"), g, false);
+    // Fixed seed: the same validation triplets every epoch and every run; always random
+    // ("when validating or testing, the branches are always sampled randomly").
+    val_triplets_ = random_triplets(*val_classes_, f_.i64("val-triplets"), 987654321);
     have_val_triplets_ = true;
   }
   return val_triplets_;
@@ -111,8 +126,7 @@ const IndexTriplets& StudyData::val_triplets() {
 
 const IndexPairs& StudyData::val_pairs() {
   if (!have_val_pairs_) {
-    Generator g(987654321);
-    IndexTriplets t = sample_triplets(splits_.val, val_by_class_, f_.i64("val-triplets"), g, false);
+    IndexTriplets t = random_triplets(*val_classes_, f_.i64("val-triplets"), 987654321);
     for (size_t i = 0; i < t.anchors.size(); ++i) {
       bool genuine = i % 2 == 0;
       val_pairs_.left.push_back(t.anchors[i]);
@@ -123,7 +137,6 @@ const IndexPairs& StudyData::val_pairs() {
   }
   return val_pairs_;
 }
-
 const std::vector<data::OneShotTask>& StudyData::val_tasks() {
   if (!have_tasks_) {
     data::TaskOptions to;

@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "data/lake_runs.h"
+#include "data/loader.h"
 #include "data/omniglot.h"
+#include "data/samplers.h"
 #include "data/tasks.h"
 #include "experiments/common/flags.h"
 #include "runtime/rng.h"
@@ -21,6 +23,11 @@ namespace mn::exp {
 
 struct TripletBatch {
   Tensor anchors, positives, negatives;  // (B, 1, S, S) float32 on the device
+};
+// P classes x K images for online mining.
+struct PKBatch {
+  Tensor images;  // (P*K, 1, S, S)
+  Tensor labels;  // (P*K) int64 on the device
 };
 struct PairBatch {
   Tensor left, right;  // (B, 1, S, S)
@@ -38,9 +45,19 @@ class StudyData {
  public:
   StudyData(const Flags& f, Device device);
 
-  // Training batches drawn with `g` (random, or SSIM-mined per --sampling).
-  TripletBatch triplet_batch(int64_t B, Generator& g);
-  PairBatch pair_batch(int64_t B, Generator& g);
+  // Training batches from the loader (random or SSIM-mined per --sampling,
+  // augmented with --augment; on a GPU gathered from the device-resident set).
+  // start_loader must be called first; `offset` resumes the loader's generator.
+  void start_loader(int64_t triplets_per_batch, uint64_t seed, uint64_t offset);
+  TripletBatch triplet_batch();
+  // B pairs from B/2 loader triplets: (a, p) genuine and (a, n) impostor.
+  PairBatch pair_batch(int64_t B);
+  // The loader generator's state after the last batch handed out.
+  uint64_t loader_seed() const { return loader_seed_; }
+  uint64_t loader_offset() const { return loader_offset_; }
+  // Online mining batch: P classes x K images, drawn with `g`.
+  PKBatch pk_batch(int64_t P, int64_t K, Generator& g);
+  bool online_mining() const;
 
   // uint8 (n, H, W) -> (n, 1, H, W) float32 input on the device.
   Tensor to_input(const Tensor& images_u8) const;
@@ -57,16 +74,16 @@ class StudyData {
   std::string cache_dir() const { return cache_dir_; }
 
  private:
-  IndexTriplets sample_triplets(const data::ImageDataset& ds,
-                                const std::vector<std::vector<int64_t>>& by_class, int64_t n,
-                                Generator& g, bool mined);
-  Tensor train_input(const std::vector<int64_t>& idx, Generator& g);
+  IndexTriplets random_triplets(const data::ClassIndex& ci, int64_t n, uint64_t seed) const;
 
   const Flags& f_;
   Device device_;
   std::string root_, lake_dir_, cache_dir_;
   data::OmniglotSplits splits_;
-  std::vector<std::vector<int64_t>> train_by_class_, val_by_class_;
+  std::unique_ptr<data::ClassIndex> train_classes_, val_classes_;
+  std::unique_ptr<data::TripletLoader> loader_;
+  Tensor train_images_device_;  // for P x K batches (uploaded once)
+  uint64_t loader_seed_ = 0, loader_offset_ = 0;
   bool have_val_triplets_ = false, have_val_pairs_ = false, have_tasks_ = false, have_lake_ = false;
   IndexTriplets val_triplets_;
   IndexPairs val_pairs_;

@@ -29,16 +29,20 @@ void max_pool2d_forward_cpu(const Pool2dGeom& g, const T* x, T* y, int32_t* argm
     if (k2) {
       for (int64_t p = 0; p < g.P; ++p)
         for (int64_t q = 0; q < g.Q; ++q) {
-          const int64_t i0 = 2 * p * g.W + 2 * q;
-          const int64_t idx[4] = {i0, i0 + 1, i0 + g.W, i0 + g.W + 1};
-          int64_t best = i0;
+          // Branch-free selects (random data makes compare branches unpredictable).
+          const int32_t i0 = static_cast<int32_t>(2 * p * g.W + 2 * q);
+          int32_t best = i0;
           T m = xp[i0];
-          for (int t = 1; t < 4; ++t) {
+          const int32_t idx[3] = {i0 + 1, i0 + static_cast<int32_t>(g.W),
+                                  i0 + static_cast<int32_t>(g.W) + 1};
+          for (int t = 0; t < 3; ++t) {
             const T v = xp[idx[t]];
-            if (v > m || (v != v && m == m)) m = v, best = idx[t];  // v != v: NaN
+            const bool take = (v > m) | ((v != v) & (m == m));  // v != v: NaN wins
+            m = take ? v : m;
+            best = take ? idx[t] : best;
           }
           yp[p * g.Q + q] = m;
-          ap[p * g.Q + q] = static_cast<int32_t>(best);
+          ap[p * g.Q + q] = best;
         }
       return;
     }

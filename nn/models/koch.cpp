@@ -159,12 +159,12 @@ std::vector<ParamGroup> TripletNet::param_groups(double lr, double conv_decay, d
 // ------------------------------------------------------------ SiameseNet ---
 SiameseNet::SiameseNet(const KochBranchOptions& o, Generator& g) {
   branch_ = register_module("branch", std::make_shared<KochBranch>(o, g));
-  Tensor w = Tensor::empty({1, o.embedding}, o.dtype, o.device);
-  Tensor b = Tensor::empty({1}, o.dtype, o.device);
-  init::normal_(w, 0.0, o.init.dense_w_std, g);
-  init::normal_(b, o.init.dense_b_mean, o.init.dense_b_std, g);
-  head_w_ = register_parameter("head.weight", w);
-  head_b_ = register_parameter("head.bias", b);
+  LinearOptions lo(o.embedding, 1);
+  lo.dtype = o.dtype;
+  lo.device = o.device;
+  head_ = register_module("head", std::make_shared<Linear>(lo, g));
+  init_normal(head_->weight(), 0.0, o.init.dense_w_std, g);
+  init_normal(head_->bias(), o.init.dense_b_mean, o.init.dense_b_std, g);
 }
 
 std::vector<Variable> SiameseNet::embed_pairs(const Variable& x1, const Variable& x2) {
@@ -175,7 +175,7 @@ std::vector<Variable> SiameseNet::embed_pairs(const Variable& x1, const Variable
 }
 
 Variable SiameseNet::logits(const Variable& e1, const Variable& e2) {
-  Variable z = ag::linear(ag::abs_diff(e1, e2), head_w_, head_b_);  // (N, 1)
+  Variable z = head_->forward(ag::abs_diff(e1, e2));  // (N, 1)
   return ag::reshape(z, {e1.size(0)});
 }
 
@@ -205,7 +205,7 @@ std::vector<ParamGroup> SiameseNet::param_groups(double lr, double momentum,
   head.lr = lr;
   head.momentum = momentum;
   head.weight_decay = decays[5];
-  head.params = {head_w_, head_b_};
+  head.params = {head_->weight(), head_->bias()};
   groups.push_back(head);
   return groups;
 }

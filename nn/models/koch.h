@@ -118,15 +118,15 @@ class SiameseNet : public Module {
   // Similarity logits (N) from embeddings.
   Variable logits(const Variable& e1, const Variable& e2);
   Variable forward(const Variable& x) override { return embed(x); }
-  const Variable& head_weight() const { return head_w_; }
-  const Variable& head_bias() const { return head_b_; }
+  const Variable& head_weight() const { return head_->weight(); }  // (1, E)
+  const Variable& head_bias() const { return head_->bias(); }      // (1)
   KochBranch& branch() { return *branch_; }
   // One group per layer (conv1..4, dense, head) with Koch's per-layer decay.
   std::vector<ParamGroup> param_groups(double lr, double momentum, const std::vector<double>& decays) const;
 
  private:
   std::shared_ptr<KochBranch> branch_;
-  Variable head_w_, head_b_;
+  std::shared_ptr<Linear> head_;
 };
 
 }  // namespace mn::nn

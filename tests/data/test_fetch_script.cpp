@@ -5,6 +5,7 @@
 // incomplete copy.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
 #include <zlib.h>
 
 #include <cstdlib>
