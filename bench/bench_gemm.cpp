@@ -11,8 +11,10 @@
 // double-precision dot product (tolerance 8 sqrt(K) u sum|a b|, see
 // tests/kernels/test_gemm.cpp), and on the GPU the whole matrix against cuBLAS.
 // Counters: GFLOP/s (2 M N K per call). At exit a table of ours/reference ratios
-// is printed. Run:
-//   bench_gemm --benchmark_out=bench/results/<date>-cpu-gemm.json --benchmark_out_format=json
+// is printed. The committed CPU result (shared 2-core machine, so medians of 5):
+//   bench_gemm --benchmark_filter=BM_cpu --benchmark_repetitions=5
+//     --benchmark_report_aggregates_only=true
+//     --benchmark_out=bench/results/2026-11-21-cpu-gemm.json --benchmark_out_format=json
 #include <benchmark/benchmark.h>
 
 #include <cmath>
