@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "autograd/ops.h"
+#include "bench/bench_util.h"
 #include "autograd/ops_conv.h"
 #include "autograd/ops_layers.h"
 #include "kernels/conv2d.h"
@@ -218,22 +219,10 @@ bool have_gpu(benchmark::State& state) {
 // Times fn with CUDA events on the library stream: one event pair per iteration.
 template <typename F>
 void time_gpu(benchmark::State& state, F&& fn, double flops) {
-  cudaEvent_t a, b;
-  CUDA_CHECK(cudaEventCreate(&a));
-  CUDA_CHECK(cudaEventCreate(&b));
+  bench::EventTimer timer;
   for (int i = 0; i < 3; ++i) fn();  // warm-up
   CUDA_CHECK(cudaStreamSynchronize(cuda::stream()));
-  for (auto _ : state) {
-    CUDA_CHECK(cudaEventRecord(a, cuda::stream()));
-    fn();
-    CUDA_CHECK(cudaEventRecord(b, cuda::stream()));
-    CUDA_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    state.SetIterationTime(ms * 1e-3);
-  }
-  CUDA_CHECK(cudaEventDestroy(a));
-  CUDA_CHECK(cudaEventDestroy(b));
+  for (auto _ : state) state.SetIterationTime(timer.seconds(fn));
   state.counters["TFLOP/s"] = benchmark::Counter(flops * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
 }
 #endif

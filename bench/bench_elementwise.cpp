@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kernels/elementwise.h"
+#include "bench/bench_util.h"
 #include "kernels/reduce.h"
 #include "runtime/allocator.h"
 #include "runtime/device.h"
@@ -132,21 +133,9 @@ void BM_gpu(benchmark::State& state, Op op) {
   if (!check(op, n, h.a, h.b, h.out)) {
     state.SkipWithError("result check failed");
   } else {
-    cudaEvent_t e0, e1;
-    CUDA_CHECK(cudaEventCreate(&e0));
-    CUDA_CHECK(cudaEventCreate(&e1));
+    mn::bench::EventTimer timer;
     for (int w = 0; w < 3; ++w) run_gpu(op, n, a, b, out);  // warm-up
-    for (auto _ : state) {
-      CUDA_CHECK(cudaEventRecord(e0, mn::cuda::stream()));
-      run_gpu(op, n, a, b, out);
-      CUDA_CHECK(cudaEventRecord(e1, mn::cuda::stream()));
-      CUDA_CHECK(cudaEventSynchronize(e1));
-      float ms = 0;
-      CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-      state.SetIterationTime(ms * 1e-3);
-    }
-    CUDA_CHECK(cudaEventDestroy(e0));
-    CUDA_CHECK(cudaEventDestroy(e1));
+    for (auto _ : state) state.SetIterationTime(timer.seconds([&] { run_gpu(op, n, a, b, out); }));
     set_counters(state, op, n);
     state.counters["device"] = 0;
     state.SetLabel(std::string(op_name(op)) + " " + mn::device_name(mn::Device::cuda(0)));

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "kernels/gemm.h"
+#include "bench/bench_util.h"
 #include "kernels/gemm_config.h"
 #include "runtime/device.h"
 #include "runtime/parallel.h"
@@ -193,22 +194,12 @@ void gpu_bench(benchmark::State& st, int64_t M, int64_t N, int64_t K, Run run) {
     return;
   }
   cudaStream_t s = mn::cuda::stream();
-  cudaEvent_t e0, e1;
-  CUDA_CHECK(cudaEventCreate(&e0));
-  CUDA_CHECK(cudaEventCreate(&e1));
+  mn::bench::EventTimer timer;
   for (int w = 0; w < 3; ++w) run(c);  // warm-up
   for (auto _ : st) {
-    CUDA_CHECK(cudaMemsetAsync(c.flush.raw_data(), 0, c.flush.nbytes(), s));
-    CUDA_CHECK(cudaEventRecord(e0, s));
-    run(c);
-    CUDA_CHECK(cudaEventRecord(e1, s));
-    CUDA_CHECK(cudaEventSynchronize(e1));
-    float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    st.SetIterationTime(ms * 1e-3);
+    CUDA_CHECK(cudaMemsetAsync(c.flush.raw_data(), 0, c.flush.nbytes(), s));  // flush L2
+    st.SetIterationTime(timer.seconds([&] { run(c); }));
   }
-  CUDA_CHECK(cudaEventDestroy(e0));
-  CUDA_CHECK(cudaEventDestroy(e1));
   set_flops(st, M, N, K);
 }
 

@@ -13,6 +13,7 @@
 #include <cmath>
 
 #include "kernels/losses.h"
+#include "bench/bench_util.h"
 #include "kernels/miners.h"
 #include "runtime/device.h"
 #include "runtime/rng.h"
@@ -45,20 +46,8 @@ void run(benchmark::State& st, bool gpu, F&& f) {
     }
     f();
     synchronize(Device::cuda());
-    cudaEvent_t a, b;
-    CUDA_CHECK(cudaEventCreate(&a));
-    CUDA_CHECK(cudaEventCreate(&b));
-    for (auto _ : st) {
-      CUDA_CHECK(cudaEventRecord(a, cuda::stream()));
-      f();
-      CUDA_CHECK(cudaEventRecord(b, cuda::stream()));
-      CUDA_CHECK(cudaEventSynchronize(b));
-      float ms = 0;
-      CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-      st.SetIterationTime(ms / 1e3);
-    }
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
+    bench::EventTimer timer;
+    for (auto _ : st) st.SetIterationTime(timer.seconds(f));
 #else
     st.SkipWithError("built without CUDA");
 #endif

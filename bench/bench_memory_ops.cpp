@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "kernels/activation.h"
+#include "bench/bench_util.h"
 #include "kernels/batchnorm.h"
 #include "kernels/distance.h"
 #include "kernels/dropout.h"
@@ -176,21 +177,7 @@ void BM_MemOpCpu(benchmark::State& state) {
 
 // ---- GPU -----------------------------------------------------------------------
 #ifdef MN_WITH_CUDA
-struct EventTimer {
-  cudaEvent_t a, b;
-  EventTimer() { CUDA_CHECK(cudaEventCreate(&a)); CUDA_CHECK(cudaEventCreate(&b)); }
-  ~EventTimer() { CUDA_CHECK_NOTHROW(cudaEventDestroy(a)); CUDA_CHECK_NOTHROW(cudaEventDestroy(b)); }
-  template <typename F>
-  double seconds(F&& f) {
-    CUDA_CHECK(cudaEventRecord(a, cuda::stream()));
-    f();
-    CUDA_CHECK(cudaEventRecord(b, cuda::stream()));
-    CUDA_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    return ms * 1e-3;
-  }
-};
+using bench::EventTimer;
 
 void BM_MemOpGpu(benchmark::State& state) {
   if (!cuda_available()) { state.SkipWithError("no CUDA device"); return; }

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "nn/optim/optimizer.h"
+#include "bench/bench_util.h"
 #include "runtime/device.h"
 #include "runtime/rng.h"
 #ifdef MN_WITH_CUDA
@@ -120,22 +121,13 @@ void run(benchmark::State& state, bool adam, bool cuda, bool fused) {
   opt->step();  // warm-up: allocates state, uploads the tables
   mn::synchronize(dev);
 #ifdef MN_WITH_CUDA
-  cudaEvent_t e0 = nullptr, e1 = nullptr;
-  if (cuda) {
-    CUDA_CHECK(cudaEventCreate(&e0));
-    CUDA_CHECK(cudaEventCreate(&e1));
-  }
+  std::unique_ptr<mn::bench::EventTimer> timer;
+  if (cuda) timer = std::make_unique<mn::bench::EventTimer>();
 #endif
   for (auto _ : state) {
     if (cuda) {
 #ifdef MN_WITH_CUDA
-      CUDA_CHECK(cudaEventRecord(e0, mn::cuda::stream()));
-      opt->step();
-      CUDA_CHECK(cudaEventRecord(e1, mn::cuda::stream()));
-      CUDA_CHECK(cudaEventSynchronize(e1));
-      float ms = 0;
-      CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-      state.SetIterationTime(ms / 1e3);
+      state.SetIterationTime(timer->seconds([&] { opt->step(); }));
 #endif
     } else {
       const auto t0 = std::chrono::steady_clock::now();
@@ -144,12 +136,6 @@ void run(benchmark::State& state, bool adam, bool cuda, bool fused) {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
   }
-#ifdef MN_WITH_CUDA
-  if (cuda) {
-    CUDA_CHECK(cudaEventDestroy(e0));
-    CUDA_CHECK(cudaEventDestroy(e1));
-  }
-#endif
   const int64_t n = total_numel(ps);
   state.counters["params"] = static_cast<double>(n);
   state.counters["launches"] = fused ? 1 : static_cast<double>(ps.size());
