@@ -517,13 +517,15 @@ int train(Study& st) {
     }
     JsonLine j;
     j.integer("epoch", epoch).num("train_loss", sum_loss / iters).num("active_share", sum_active / iters)
-        .num("mean_d_pos", sum_dp / iters).num("mean_d_neg", sum_dn / iters).num("val_verification_percent", 100 * verif)
+        .num(st.tnet ? "mean_d_pos" : "mean_weighted_l1_genuine", sum_dp / iters)
+        .num(st.tnet ? "mean_d_neg" : "mean_weighted_l1_impostor", sum_dn / iters).num("val_verification_percent", 100 * verif)
         .num("val_one_shot_percent", acc).num("lr", st.opt->group(0).lr).num("train_seconds", train_s)
         .num("val_seconds", val_s).num("images_per_second", iters * imgs_per_iter / train_s);
     log.write(j);
-    std::printf("epoch %lld: loss %.4f, active %.1f %%, d+ %.4f, d- %.4f | validation: verification %.2f %%, "
+    std::printf("epoch %lld: loss %.4f, active %.1f %%, %s %.4f, %s %.4f | validation: verification %.2f %%, "
                 "one-shot %.2f %% (best %.2f %% at epoch %lld) | %.0f img/s\n",
-                static_cast<long long>(epoch), sum_loss / iters, 100 * sum_active / iters, sum_dp / iters,
+                static_cast<long long>(epoch), sum_loss / iters, 100 * sum_active / iters,
+                st.tnet ? "d+" : "wL1(genuine)", sum_dp / iters, st.tnet ? "d-" : "wL1(impostor)",
                 sum_dn / iters, 100 * verif, acc, best, static_cast<long long>(best_epoch),
                 iters * imgs_per_iter / train_s);
     std::fflush(stdout);
