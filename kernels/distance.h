@@ -18,8 +18,10 @@
 // Pairwise squared Euclidean uses the expansion ||a||^2 + ||b||^2 - 2 a.b with
 // the a.b matrix from our GEMM (kernels/gemm.h), clamped at 0 so rounding never
 // yields negative squared distances. Its absolute error is about ulp(||a||^2), so
-// very small distances are noisy; where the clamp is active (S == 0) the gradient
-// is 0 (the true gradient of a squared distance at 0 is 0 as well).
+// both sets are first centred on their joint mean (distances are translation
+// invariant; the norms, and with them the error, shrink to the spread of the
+// points). Where the clamp is active (S == 0) the gradient is 0 (the true
+// gradient of a squared distance at 0 is 0 as well).
 // Backward of all three pairwise metrics has the form
 //   gA = alpha o A - W B,   gB = beta o B - W^T A          (o: row scaling)
 // with a metric-specific W (M, N) and row/column coefficients alpha (M), beta (N):

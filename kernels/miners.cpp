@@ -2,6 +2,8 @@
 // allocation (counted in workspace_bytes), count -> scan -> fill on the CPU or
 // the GPU, and the small pairwise-distance helper.
 #include "kernels/miners.h"
+#include "kernels/elementwise.h"
+#include "kernels/reduce.h"
 
 #include <algorithm>
 #include <cmath>
@@ -163,8 +165,12 @@ Tensor pairwise_distance_matrix(const Tensor& e, bool squared) {
   check_defined(op, e, "e");
   check_floating(op, e);
   check_dim(op, e, 2, "e");
-  Tensor ec = e.contiguous();
   const int64_t B = e.size(0);
+  // Centred on the batch mean: distances are unchanged, but the Gram expansion's
+  // cancellation error (about ulp(|e|^2)) shrinks with the norms (see
+  // kernels/distance.h); embeddings near a common point would otherwise lose every
+  // small distance in float32.
+  Tensor ec = B > 0 ? binary(BinaryOp::Sub, e, mean(e, {0}, true)) : e.contiguous();
   Tensor g = matmul(ec, ec, false, true);  // (B, B) Gram matrix
   Tensor out = Tensor::empty({B, B}, e.dtype(), e.device());
   MN_DISPATCH_FLOAT(e.dtype(), op, [&] {

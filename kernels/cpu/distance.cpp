@@ -2,6 +2,8 @@
 // pairwise distance matrices (GEMM for A B^T plus row-parallel elementwise passes).
 // The formulas and the zero-distance conventions are in kernels/distance.h.
 #include "kernels/distance.h"
+#include "kernels/elementwise.h"
+#include "kernels/reduce.h"
 
 #include <algorithm>
 #include <cmath>
@@ -330,6 +332,19 @@ PairwiseResult pairwise_distance_forward(Pairwise m, const Tensor& a_in, const T
            shape_str(a_in.shape()), " vs b ", shape_str(b_in.shape()));
   Tensor a = a_in.contiguous(), b = b_in.contiguous();
   const int64_t M = a.size(0), N = b.size(0), D = a.size(1);
+  if (m != Pairwise::Cosine && M > 0 && N > 0) {
+    // Euclidean distances do not change when both sets move by the same vector,
+    // but the expansion's rounding error (about ulp(|a|^2)) does: embeddings
+    // clustered far from the origin (e.g. sigmoid outputs near 0.5) lose every
+    // small distance to cancellation in float32. Centring both sets on their
+    // joint mean keeps the norms small. The backward (gA_i = sum_j W_ij (A_i - B_j))
+    // is translation invariant too, so it may use the original rows.
+    Tensor c = binary_scalar(BinaryOp::Mul,
+                             binary(BinaryOp::Add, sum(a, {0}, true), sum(b, {0}, true)),
+                             1.0 / static_cast<double>(M + N));  // (1, D)
+    a = binary(BinaryOp::Sub, a, c);
+    b = binary(BinaryOp::Sub, b, c);
+  }
   PairwiseResult r{Tensor::empty({M, N}, a.dtype(), a.device()),
                    Tensor::empty({M}, a.dtype(), a.device()),
                    Tensor::empty({N}, a.dtype(), a.device())};

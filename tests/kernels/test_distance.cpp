@@ -10,6 +10,7 @@
 #include "autograd/gradcheck.h"
 #include "autograd/ops_layers.h"
 #include "kernels/distance.h"
+#include "kernels/miners.h"
 #include "tests/common/test_util.h"
 
 namespace mn {
@@ -153,6 +154,37 @@ TEST(DistanceTest, PairwiseNeverNegativeOnNearDuplicates) {
       }
     }
   }
+}
+
+// Embeddings clustered far from the origin (sigmoid outputs near 0.5, as in the
+// Koch branch at initialisation): small float32 distances must survive. Reference:
+// direct differences in float64. Without centring, the expansion's error
+// (~ulp(|a|^2) = ulp(1024) ~ 6e-5 here) swamps distances of ~1e-4.
+TEST(DistanceTest, PairwiseAccurateForPointsFarFromOrigin) {
+  const int64_t M = 5, N = 20, D = 4096;
+  std::vector<double> a = test::rand_vec(M * D, -1e-3, 1e-3, 21), b = test::rand_vec(N * D, -1e-3, 1e-3, 22);
+  for (auto& x : a) x += 0.5;
+  for (auto& x : b) x += 0.5;
+  std::vector<double> ref(M * N);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double s = 0;
+      for (int64_t k = 0; k < D; ++k) s += (a[i * D + k] - b[j * D + k]) * (a[i * D + k] - b[j * D + k]);
+      ref[i * N + j] = s;
+    }
+  Tensor ta = Tensor::from_vector(a, {M, D}).to(DType::F32), tb = Tensor::from_vector(b, {N, D}).to(DType::F32);
+  Tensor sq = ag::pairwise_distance(Variable(ta), Variable(tb), Pairwise::SqEuclidean).data();
+  // ~2.7e-3 squared distances; float32 inputs carry ~3e-8 relative rounding of the
+  // differences, so 1e-3 relative is a loose but meaningful bound (the uncentred
+  // expansion is off by more than 2 %).
+  EXPECT_TRUE(test::all_close(ref, sq.to_double_vector(), 0, 1e-3));
+  Tensor md = kernels::pairwise_distance_matrix(ta, true);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < M; ++j) {
+      double s = 0;
+      for (int64_t k = 0; k < D; ++k) s += (a[i * D + k] - a[j * D + k]) * (a[i * D + k] - a[j * D + k]);
+      EXPECT_NEAR(md.to_double_vector()[i * M + j], s, 1e-3 * s + 1e-12) << i << "," << j;
+    }
 }
 
 TEST(DistanceCudaTest, Parity) {

@@ -1,0 +1,153 @@
+// One full training iteration of the Omniglot study's triplet CNN:
+//   forward of anchors, positives and negatives through the shared Koch branch
+//   (as one batch of 3B), Kumar's global loss (l 0.8, t 0.4), backward, Adam step
+//   (lr 1e-4, L2 decay 2e-4 on the convolutions, 1e-3 on the dense layer), zero_grad.
+// Shapes: 1x105x105 inputs, width 1 (64/128/128/256 channels), embedding 4096,
+// study initialisation; inputs are binary images in the driver's raw scale
+// (ink = 255, paper = 0), fixed across iterations (data loading is not timed).
+//
+//   BM_TrainStepGpu/50   the study's batch (50 triplets = 150 images), CUDA events
+//                        (manual time); skipped without a device.
+//   BM_TrainStepCpu/4    4 triplets (12 images) on the CPU with MN_NUM_THREADS
+//                        threads (2 on the shared machine), steady-clock manual time.
+// Counters: images_per_s = 3B / mean time per iteration; best_images_per_s from
+// the fastest iteration (the shared 2-core machine is noisy; compare with the
+// reference's min_ms). Before timing, one step is checked: the loss is
+// finite and the step changed the weights.
+// Reference: bench/references/koch_train_torch.py (the same iteration in PyTorch),
+//   /usr/bin/python3 bench/references/koch_train_torch.py --device cpu --batch 4 --threads 2
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
+
+#include "nn/losses/losses.h"
+#include "nn/models/koch.h"
+#include "nn/optim/optimizer.h"
+#include "runtime/device.h"
+#include "runtime/parallel.h"
+#include "runtime/rng.h"
+
+#include "bench/bench_util.h"
+
+using namespace mn;
+
+namespace {
+
+// Binary images in the driver's input scale: ~15 % ink (255), the rest 0.
+Tensor binary_images(int64_t n, uint64_t seed, Device dev) {
+  Tensor u = Tensor::empty({n, 1, 105, 105}, DType::F32, Device::cpu());
+  Generator g(seed);
+  uniform_(u, 0.0, 1.0, g);
+  std::vector<float> v = u.to_vector<float>();
+  for (float& x : v) x = x < 0.15f ? 255.0f : 0.0f;
+  return Tensor::from_vector(v, u.shape()).to(dev);
+}
+
+struct TrainStep {
+  std::unique_ptr<nn::TripletNet> net;
+  std::unique_ptr<nn::Adam> opt;
+  Tensor a, p, n;
+  nn::TripletLossOptions lo;
+
+  TrainStep(int64_t B, Device dev) {
+    nn::KochBranchOptions o;  // width 1, embedding 4096, ReLU, sigmoid embedding, study init
+    o.device = dev;
+    Generator g(1);
+    net = std::make_unique<nn::TripletNet>(o, nn::TripletShare::Full, g);
+    opt = std::make_unique<nn::Adam>(net->param_groups(1e-4, 2e-4, 1e-3));
+    a = binary_images(B, 11, dev);
+    p = binary_images(B, 12, dev);
+    n = binary_images(B, 13, dev);
+    lo.kind = nn::TripletKind::Global;
+    lo.global_l = 0.8;
+    lo.global_t = 0.4;
+  }
+
+  // The timed iteration (no host read-back: the driver's one stats read is not included).
+  nn::LossOutput step() {
+    auto e = net->embed_triplets(ag::Variable(a), ag::Variable(p), ag::Variable(n));
+    nn::LossOutput out = nn::triplet_loss(e[0], e[1], e[2], lo);
+    out.loss.backward();
+    opt->step();
+    opt->zero_grad();
+    return out;
+  }
+
+  // One checked step: finite loss, and the first parameter (branch.conv1.weight) moved.
+  bool check(std::string* why) {
+    Tensor w = net->named_parameters().front().second.data();
+    std::vector<double> before = w.to_double_vector();
+    auto h = step().host_stats();
+    std::vector<double> after = w.to_double_vector();
+    if (!std::isfinite(h.loss)) return *why = "non-finite loss", false;
+    if (before == after) return *why = "the Adam step did not change " + net->named_parameters().front().first, false;
+    return true;
+  }
+};
+
+void BM_TrainStepCpu(benchmark::State& st) {
+  const int64_t B = st.range(0);
+  TrainStep ts(B, Device::cpu());
+  std::string why;
+  if (!ts.check(&why)) {
+    st.SkipWithError(why.c_str());
+    return;
+  }
+  double total_s = 0, best_s = 1e30;
+  for (auto _ : st) {
+    auto t0 = std::chrono::steady_clock::now();
+    ts.step();
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    st.SetIterationTime(s);
+    total_s += s;
+    best_s = std::min(best_s, s);
+  }
+  // Computed here from the manual times (a kIsRate counter would divide by CPU time
+  // in some Google Benchmark versions).
+  st.counters["images_per_s"] = 3.0 * B * static_cast<double>(st.iterations()) / total_s;
+  st.counters["best_images_per_s"] = 3.0 * B / best_s;  // fastest iteration: robust on a shared machine
+  st.counters["threads"] = num_threads();
+  st.SetLabel("cpu, float32, global loss, Adam");
+}
+
+void BM_TrainStepGpu(benchmark::State& st) {
+#ifdef MN_WITH_CUDA
+  if (!cuda_available()) {
+    st.SkipWithError("no CUDA device");
+    return;
+  }
+  const int64_t B = st.range(0);
+  Device dev = Device::cuda();
+  TrainStep ts(B, dev);
+  std::string why;
+  if (!ts.check(&why)) {
+    st.SkipWithError(why.c_str());
+    return;
+  }
+  for (int i = 0; i < 3; ++i) ts.step();  // warm-up: the caching allocator reaches its steady state
+  synchronize(dev);
+  bench::EventTimer timer;
+  double total_s = 0, best_s = 1e30;
+  for (auto _ : st) {
+    const double s = timer.seconds([&] { ts.step(); });
+    st.SetIterationTime(s);
+    total_s += s;
+    best_s = std::min(best_s, s);
+  }
+  st.counters["images_per_s"] = 3.0 * B * static_cast<double>(st.iterations()) / total_s;
+  st.counters["best_images_per_s"] = 3.0 * B / best_s;  // fastest iteration: robust on a shared machine
+  st.SetLabel(device_name(dev) + ", float32, global loss, Adam");
+#else
+  st.SkipWithError("built without CUDA");
+#endif
+}
+
+}  // namespace
+
+BENCHMARK(BM_TrainStepGpu)->Arg(50)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(2.0);
+BENCHMARK(BM_TrainStepCpu)->Arg(4)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(5.0);
+
+BENCHMARK_MAIN();
