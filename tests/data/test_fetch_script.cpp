@@ -4,6 +4,7 @@
 // installs nothing (no partial data, no staging left), and that locate skips an
 // incomplete copy.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <sys/wait.h>
 #include <zlib.h>
@@ -29,11 +30,17 @@ void gz(const std::string& path, const std::string& content) {
   gzclose(g);
 }
 
+// Runs cmd with its output captured in a file of its own (never in the working folder).
 int run(const std::string& cmd, std::string* out) {
-  std::string full = cmd + " > out.txt 2>&1";
+  char path[] = "/tmp/mn_fetch_out_XXXXXX";
+  int fd = ::mkstemp(path);
+  if (fd < 0) return -1;
+  ::close(fd);
+  std::string full = cmd + " > " + path + " 2>&1";
   int rc = std::system(full.c_str());
-  std::ifstream f("out.txt");
+  std::ifstream f(path);
   out->assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  ::unlink(path);
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
