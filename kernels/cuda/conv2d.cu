@@ -379,8 +379,11 @@ void conv2d_backward_weight_cuda(const Conv2dGeom& geom, const T* x, const T* dy
     launch_igemm<T>(op, g.K, CRS, Kd, 1, k_split, "conv_bwd_weight_igemm");
     return;
   }
-  // Partials: (splits, K, CRS), from the caching allocator.
-  Tensor part = Tensor::empty({splits, total}, dtype_of<T>, Device::cuda());
+  // Partials: (splits, K, CRS), from the caching allocator, on the current device
+  // (the allocator switches to the device it is asked for).
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  Tensor part = Tensor::empty({splits, total}, dtype_of<T>, Device::cuda(dev));
   BwdWeightOp<T> op{g, x, dy, part.data<T>(), CRS, g.R * g.S, g.P * g.Q};
   launch_igemm<T>(op, g.K, CRS, Kd, int(splits), k_split, "conv_bwd_weight_igemm");
   sum_splits<T><<<cuda::grid_for(total), 256, 0, cuda::stream()>>>(part.data<T>(), dw, int(splits), total);

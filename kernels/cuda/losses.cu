@@ -325,7 +325,9 @@ void triplet_loss_forward_cuda(const TripletLossParams& P, int64_t N, int64_t D,
   triplet_fwd_kernel<T><<<warp_grid(N), 32 * kWarpsPerBlock, 0, st>>>(P, N, D, rows, out);
   CUDA_CHECK_LAUNCH("triplet_fwd_kernel");
   if (!triplet_kind_is_global(P.kind)) return;
-  Tensor mu = Tensor::empty({2}, dtype_of<T>, Device::cuda(0));  // workspace: the two means
+  int dev = 0;  // the current device (not 0: the allocator would switch devices)
+  CUDA_CHECK(cudaGetDevice(&dev));
+  Tensor mu = Tensor::empty({2}, dtype_of<T>, Device::cuda(dev));  // workspace: the two means
   means_kernel<T><<<1, 256, 0, st>>>(N, out.dp, out.dn, mu.data<T>());
   CUDA_CHECK_LAUNCH("means_kernel");
   global_pass2_kernel<T><<<cuda::grid_for(N), 256, 0, st>>>(P, N, mu.data<T>(), out);

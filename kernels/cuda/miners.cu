@@ -269,7 +269,9 @@ void pair_mine_cuda(int64_t B, const T* dist, const int64_t* labels, PairNegativ
                     uint64_t seed, uint64_t offset, int64_t* ws, Tensor* pairs_out,
                     Tensor* is_pos_out, int64_t* num_pos) {
   auto st = cuda::stream();
-  const Device dev = Device::cuda(0);
+  int cur = 0;  // outputs on the current device (not 0: the allocator would switch devices)
+  CUDA_CHECK(cudaGetDevice(&cur));
+  const Device dev = Device::cuda(cur);
   int64_t* lt_row = ws;
   int64_t* tie_row = ws + B;
   int64_t* sel_row = ws + 2 * B;
