@@ -53,21 +53,29 @@ class Pool {
       generation_++;
     }
     cv_.notify_all();
-    work();
+    work(&chunk, nchunks);
     std::unique_lock<std::mutex> lk(mu_);
-    done_cv_.wait(lk, [&] { return done_ == njobs_; });
+    // Wait for every chunk AND for every worker that joined this generation to
+    // leave work(): a worker still inside work() when the next generation resets
+    // next_ could otherwise take (and run twice) a chunk of the new job, and a
+    // chunk still running after run() returns would use a dead stack frame.
+    done_cv_.wait(lk, [&] { return done_ == njobs_ && active_ == 0; });
     job_ = nullptr;
     if (error_) std::rethrow_exception(error_);
   }
 
  private:
-  void work() {
+  // Runs chunks of `job` (njobs of them) until the shared counter runs out.
+  // The job and its size are passed in (read under mu_ by the workers), never
+  // re-read from the members, which the next generation overwrites.
+  void work(const std::function<void(int64_t)>* job, int64_t njobs) {
+    const bool prev = t_in_parallel;
     t_in_parallel = true;
     for (;;) {
       int64_t i = next_.fetch_add(1);
-      if (i >= njobs_) break;
+      if (i >= njobs) break;
       try {
-        (*job_)(i);
+        (*job)(i);
       } catch (...) {
         std::lock_guard<std::mutex> lk(mu_);
         if (!error_) error_ = std::current_exception();
@@ -75,19 +83,26 @@ class Pool {
       std::lock_guard<std::mutex> lk(mu_);
       if (++done_ == njobs_) done_cv_.notify_all();
     }
-    t_in_parallel = false;
+    t_in_parallel = prev;
   }
 
   void loop() {
     uint64_t seen = 0;
     for (;;) {
+      const std::function<void(int64_t)>* job;
+      int64_t njobs;
       {
         std::unique_lock<std::mutex> lk(mu_);
         cv_.wait(lk, [&] { return stopping_ || (generation_ != seen && job_ != nullptr); });
         if (stopping_) return;
         seen = generation_;
+        job = job_;
+        njobs = njobs_;
+        ++active_;  // run() cannot finish (nor start the next job) until we leave
       }
-      work();
+      work(job, njobs);
+      std::lock_guard<std::mutex> lk(mu_);
+      if (--active_ == 0) done_cv_.notify_all();
     }
   }
 
@@ -109,6 +124,7 @@ class Pool {
   int64_t njobs_ = 0;
   std::atomic<int64_t> next_{0};
   int64_t done_ = 0;
+  int active_ = 0;  // workers inside work() for the current generation
   uint64_t generation_ = 0;
   bool stopping_ = false;
   std::exception_ptr error_;

@@ -45,6 +45,27 @@ TEST(Parallel, PropagatesExceptionsAndNests) {
   EXPECT_EQ(sum.load(), 80);
 }
 
+// Many back-to-back tiny regions on an oversubscribed pool: a worker woken late
+// for one region must never run a chunk of the next (twice), and no chunk may
+// still be running when parallel_for returns. (Stress test: the race it guards
+// against has a narrow window, so it can pass by luck on a broken pool.)
+TEST(Parallel, BackToBackRegionsRunEachChunkOnceAndFinish) {
+  set_num_threads(6);
+  for (int it = 0; it < 5000; ++it) {
+    const int64_t n = 2 + it % 7;
+    std::vector<std::atomic<int>> hits(n);
+    std::atomic<int> running{0};
+    parallel_for(0, n, 1, [&](int64_t b, int64_t e) {
+      running++;
+      for (int64_t i = b; i < e; ++i) hits[i]++;
+      running--;
+    });
+    ASSERT_EQ(running.load(), 0) << "iteration " << it;
+    for (auto& h : hits) ASSERT_EQ(h.load(), 1) << "iteration " << it;
+  }
+  set_num_threads(2);
+}
+
 TEST(CudaAllocator, SteadyStateMakesNoDeviceAllocations) {
   MN_SKIP_IF_NO_CUDA();
   if (!cuda::caching_enabled()) GTEST_SKIP() << "MN_CUDA_NO_CACHE set: caching disabled";
@@ -72,7 +93,9 @@ TEST(CudaAllocator, StatisticsTrackInUseAndCache) {
     EXPECT_GE(cuda::allocator_stats().bytes_in_use, base + (4u << 20));
   }
   EXPECT_EQ(cuda::allocator_stats().bytes_in_use, base);
-  if (cuda::caching_enabled()) EXPECT_GE(cuda::allocator_stats().bytes_cached, 4u << 20);
+  if (cuda::caching_enabled()) {
+    EXPECT_GE(cuda::allocator_stats().bytes_cached, 4u << 20);
+  }
   cuda::empty_cache();
   EXPECT_EQ(cuda::allocator_stats().bytes_cached, 0u);
 }
