@@ -14,6 +14,17 @@ Tensor idx64(const Tensor& idx, const char* op) {
   return idx.to(DType::I64).contiguous();
 }
 
+// Every index of a CPU index list must name one of the B embedding rows: the
+// fused kernels read (and, in backward, write) rows[idx] without bounds checks.
+// CUDA index lists are not checked here (that would need a device sync).
+void check_rows(const Tensor& i64, int64_t B, const char* op) {
+  if (!i64.is_cpu()) return;
+  const int64_t* p = i64.data<int64_t>();
+  for (int64_t k = 0, n = i64.numel(); k < n; ++k)
+    MN_CHECK(p[k] >= 0 && p[k] < B, op, ": index ", p[k], " (entry ", k, " of ",
+             shape_str(i64.shape()), ") out of range for ", B, " embedding rows");
+}
+
 TermResult alloc_terms(int64_t N, DType dt, Device dev, bool pair) {
   TermResult r;
   r.loss = Tensor::empty({N}, dt, dev);
@@ -133,6 +144,7 @@ TermResult triplet_loss_terms_indexed(const TripletLossParams& P, const Tensor& 
   MN_CHECK(idx.device() == e.device(), op, ": indices on ", idx.device().str(),
            ", embeddings on ", e.device().str());
   Tensor i64 = idx64(idx, op);
+  check_rows(i64, e.size(0), op);
   Tensor ec = e.contiguous();
   return triplet_run(P, ec, ec, pair ? Tensor() : ec, col(i64, 0), col(i64, 1),
                      pair ? Tensor() : col(i64, 2), idx.size(0), red);
@@ -190,7 +202,10 @@ TermResult contrastive_terms_indexed(ContrastiveForm form, double margin, const 
   check_emb(op, e, "embeddings");
   check_dim(op, pairs, 2, "pairs");
   MN_CHECK(pairs.size(1) == 2, op, ": pairs must be (P, 2), got ", shape_str(pairs.shape()));
+  MN_CHECK(pairs.device() == e.device(), op, ": pairs on ", pairs.device().str(),
+           ", embeddings on ", e.device().str());
   Tensor i64 = idx64(pairs, op);
+  check_rows(i64, e.size(0), op);
   Tensor ec = e.contiguous();
   return contrastive_run(form, margin, ec, ec, col(i64, 0), col(i64, 1), label, pairs.size(0),
                          red);

@@ -336,3 +336,19 @@ TEST(LossKernels, CudaMatchesCpu) {
     for (int q = 0; q < 4; ++q) EXPECT_TRUE(test::all_close(gc[q], gg[q], tol, tol));
   }
 }
+
+// Index lists naming a row outside the embedding matrix must throw (naming the
+// op), not read past the buffer.
+TEST(LossKernels, IndexedFormsRejectOutOfRangeRows) {
+  Tensor e = Tensor::from_vector(test::rand_vec(4 * 3, -1, 1, 9), {4, 3});
+  TripletLossParams P;
+  Tensor bad_hi = Tensor::from_vector(std::vector<int64_t>{0, 1, 4}, {1, 3});
+  Tensor bad_lo = Tensor::from_vector(std::vector<int64_t>{-1, 1, 2}, {1, 3});
+  EXPECT_THROW(triplet_loss_terms_indexed(P, e, bad_hi, Reduction::Mean), Error);
+  EXPECT_THROW(triplet_loss_terms_indexed(P, e, bad_lo, Reduction::Mean), Error);
+  Tensor pairs = Tensor::from_vector(std::vector<int64_t>{0, 7}, {1, 2});
+  Tensor label = Tensor::from_vector(std::vector<int64_t>{1}, {1});
+  EXPECT_THROW(contrastive_terms_indexed(ContrastiveForm::Sampling, 1.0, e, pairs, label,
+                                         Reduction::Mean),
+               Error);
+}
