@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 
 #include "data/image_io.h"
 
@@ -58,6 +59,11 @@ IdxArray read_idx(const std::string& path) {
     const uint8_t* p = b.data() + 4 + 4 * d;
     const int64_t v = (int64_t(p[0]) << 24) | (int64_t(p[1]) << 16) | (int64_t(p[2]) << 8) | p[3];
     a.dims.push_back(v);
+    // A hostile header could make the product wrap around to the file size and
+    // pass the size check below, so refuse a product that overflows.
+    MN_CHECK(v == 0 || count <= std::numeric_limits<size_t>::max() / static_cast<size_t>(v),
+             "read_idx: '", path, "': header dimensions overflow at dimension ", d, " (", v,
+             "): they promise more data than any file holds");
     count *= static_cast<size_t>(v);
   }
   const size_t have = b.size() - 4 - 4 * nd;

@@ -93,6 +93,10 @@ GrayImage decode_pgm(const uint8_t* bytes, size_t n, const std::string& name) {
   img.height = static_cast<int>(h);
   img.width = static_cast<int>(w);
   const size_t count = static_cast<size_t>(w) * static_cast<size_t>(h);
+  // Every pixel takes at least one byte of the file (P5) or one digit (P2):
+  // refuse a header promising more before allocating w * h bytes for it.
+  MN_CHECK(count <= n - r.pos, "decode_pgm: '", name, "': header promises ", w, "x", h,
+           " pixels but only ", n - r.pos, " bytes follow (truncated or corrupt)");
   img.pixels.resize(count);
   auto scale = [maxval](long v) -> uint8_t {
     if (maxval == 255) return static_cast<uint8_t>(v);

@@ -279,10 +279,18 @@ bool read_pack(const std::string& path, uint64_t hash, ImageDataset& ds) {
     if (r.u64() != hash) return false;
     const int64_t N = r.u32(), H = r.u32(), W = r.u32();
     const bool binary = r.u32() == 1;
+    // Counts from a damaged pack must not drive huge allocations (bad_alloc is
+    // not an mn::Error and would escape): each image needs >= 12 bytes (label,
+    // drawer, name length), each alphabet >= 4, each class >= 8.
+    auto left = [&] { return static_cast<uint64_t>(bytes.size() - r.pos); };
+    if (H > 65536 || W > 65536 || static_cast<uint64_t>(N) > left() / 12) return false;
     ImageDataset out;
-    out.alphabet_names.resize(r.u32());
+    const uint32_t A = r.u32();
+    if (A > left() / 4) return false;
+    out.alphabet_names.resize(A);
     for (auto& a : out.alphabet_names) a = r.str();
     const uint32_t C = r.u32();
+    if (C > left() / 8) return false;
     for (uint32_t c = 0; c < C; ++c) {
       out.class_names.push_back(r.str());
       out.class_alphabet.push_back(static_cast<int32_t>(r.u32()));

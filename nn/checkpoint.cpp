@@ -437,10 +437,17 @@ SafetensorsFile read_safetensors(const std::string& path) {
     e.name = name;
     e.dtype = parse_safetensors_dtype(dt->text, ctx);
     uint64_t numel = 1;
+    bool empty = false;  // a zero dimension: any other sizes describe no bytes
+    for (const auto& d : sh->items)
+      empty = empty || (d.kind == JsonValue::Number && d.text.find_first_not_of('0') == std::string::npos);
     for (const auto& d : sh->items) {
       const uint64_t x = json_uint(d, path, "a dimension of '" + name + "'");
-      MN_CHECK(x == 0 || numel <= std::numeric_limits<uint64_t>::max() / x, ctx,
-               " has an overflowing shape");
+      // Bounded by the data the file holds, so that numel * dtype_size below
+      // cannot wrap around (a wrapped size could match empty data_offsets).
+      MN_CHECK(x <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) &&
+                   (empty || x == 0 || numel <= data_size / dtype_size(e.dtype) / x),
+               ctx, " has a shape (dimension ", d.text, ") larger than the ", data_size,
+               " data bytes of the file can hold");
       numel *= x;
       e.shape.push_back(static_cast<int64_t>(x));
     }

@@ -66,6 +66,10 @@ TEST(DataIdx, BadInput) {
   gzip_file(d / "ok", d / "cut.gz", 200);  // gzip stream cut short
   EXPECT_MN_ERROR(read_idx(d / "cut.gz"), "cut.gz", "truncated or corrupt gzip");
   EXPECT_MN_ERROR(read_idx(d / "none.gz"), "none.gz", "cannot open");
+  // Dimensions whose product wraps around 2^64 to the data size (here 0 bytes)
+  // must not pass the size check (they would later be read as 2^66 pixels).
+  write_idx(d / "wrap", 2051, {int64_t(1) << 31, int64_t(1) << 31, 4}, {});
+  EXPECT_MN_ERROR(read_idx(d / "wrap"), "wrap", "promise more data");
 }
 
 TEST(DataSplits, StratifiedAndHeldOut) {

@@ -102,6 +102,11 @@ TEST(DataImageIO, BadInputNamesFileAndProblem) {
   EXPECT_MN_ERROR(read_gray_image(d / "empty.png"), "empty.png", "empty");
   write_text(d / "t.pgm", "P5 4 4 255\nabc");
   EXPECT_MN_ERROR(read_gray_image(d / "t.pgm"), "t.pgm", "truncated");
+  // A huge header on a tiny file: an mn::Error, not an attempt to allocate 10^18 bytes.
+  write_text(d / "huge.pgm", "P5 1000000000 1000000000 255\nabc");
+  EXPECT_MN_ERROR(read_gray_image(d / "huge.pgm"), "huge.pgm", "truncated");
+  write_text(d / "huge2.pgm", "P2 1000000000 1000000000 255\n1 2 3");
+  EXPECT_MN_ERROR(read_gray_image(d / "huge2.pgm"), "huge2.pgm", "truncated");
   EXPECT_MN_ERROR(load_image_u8(d / "ok.png", 105, 105), "ok.png", "wrong image size");
 }
 

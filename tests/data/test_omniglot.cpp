@@ -98,6 +98,18 @@ TEST(DataOmniglot, CacheBuiltOnceReusedAndInvalidated) {
   ImageDataset f = load_omniglot_set(d / "images_background", o);
   EXPECT_EQ(omniglot_last_cache_action(), 2);
   EXPECT_EQ(f.images.to_vector<uint8_t>(), e.images.to_vector<uint8_t>());
+
+  // A damaged image count (bytes 16..19, after magic and listing hash) is
+  // rebuilt too, without first trying to allocate 2^32 labels and file names.
+  {
+    std::fstream pf(pack, std::ios::in | std::ios::out | std::ios::binary);
+    pf.seekp(16);
+    const char ff[4] = {'\xff', '\xff', '\xff', '\xff'};
+    pf.write(ff, 4);
+  }
+  ImageDataset h = load_omniglot_set(d / "images_background", o);
+  EXPECT_EQ(omniglot_last_cache_action(), 2);
+  EXPECT_EQ(h.images.to_vector<uint8_t>(), e.images.to_vector<uint8_t>());
 }
 
 TEST(DataOmniglot, SplitsKochDrawersAndHeldOut) {

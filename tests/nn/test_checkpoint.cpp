@@ -296,6 +296,21 @@ TEST(NnCheckpoint, ClearErrors) {
   msg = error_of([&] { mn::nn::read_safetensors(dir + "/json2.safetensors"); });
   EXPECT_NE(msg.find("bad JSON"), std::string::npos) << msg;
 
+  // A shape whose byte size wraps around 2^64 to the (empty) data_offsets span:
+  // 2^61 float64 elements = 2^64 bytes. Must be refused, not read as a tensor
+  // of 2^61 elements over an empty buffer.
+  {
+    std::string hdr =
+        "{\"w\":{\"dtype\":\"F64\",\"shape\":[2305843009213693952],\"data_offsets\":[0,0]}}";
+    hdr.append((8 - hdr.size() % 8) % 8, ' ');
+    std::string file(8, '\0');
+    for (int b = 0; b < 8; ++b) file[b] = static_cast<char>((hdr.size() >> (8 * b)) & 0xff);
+    write_bytes(dir + "/wrap.safetensors", file + hdr);
+    msg = error_of([&] { mn::nn::read_safetensors(dir + "/wrap.safetensors"); });
+    EXPECT_NE(msg.find("wrap.safetensors"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("larger than"), std::string::npos) << msg;
+  }
+
   // Missing file.
   msg = error_of([&] { mn::nn::read_safetensors(dir + "/absent.safetensors"); });
   EXPECT_NE(msg.find("absent.safetensors"), std::string::npos) << msg;
