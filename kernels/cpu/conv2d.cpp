@@ -7,7 +7,9 @@
 // Images are spread over the thread pool in contiguous chunks (one column buffer
 // per thread; the GEMM inside then runs serially because parallel_for does not
 // nest). With a single image the GEMM itself is parallel instead. Backward-weight
-// accumulates one partial per chunk and sums them in chunk order: deterministic.
+// accumulates one partial per chunk and sums them in chunk order: repeatable run
+// to run for a given thread count (the chunk boundaries, and so the rounding of
+// the float sum, depend on the number of threads).
 #include <algorithm>
 #include <cstring>
 #include <vector>
