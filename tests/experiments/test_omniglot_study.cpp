@@ -530,3 +530,57 @@ TEST(OmniglotStudy, NonFiniteLossStopsAndKeepsLastCheckpoint) {
 }
 
 }  // namespace
+
+// ------------------------------------------------------ every study variant --
+// Each variable of the study runs end to end on the synthetic data: the run
+// finishes, every epoch's loss is finite and the outputs exist. (Whether a
+// variant helps is the GPU reproduction's question, not a unit test's.)
+struct Variant {
+  const char* name;
+  StudyKind kind;
+  std::vector<std::string> flags;
+};
+
+class StudyVariants : public ::testing::TestWithParam<Variant> {};
+
+TEST_P(StudyVariants, RunsAndLogsFiniteLosses) {
+  const Variant& v = GetParam();
+  TempDir out(std::string("var_") + v.name), cache("cache");
+  auto args = base_args(out.str(), cache.str()) +
+              std::vector<std::string>{"--epochs", "2", "--iters", "3", "--batch", "6", "--val-triplets", "12",
+                                       "--val-tasks", "4"} +
+              v.flags;
+  RunResult r = run_study(v.kind, args, /*capture_stderr=*/true);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  auto lines = read_lines(out / "metrics.jsonl");
+  ASSERT_EQ(lines.size(), 2u);
+  for (const auto& l : lines) {
+    EXPECT_TRUE(std::isfinite(json_field(l, "train_loss"))) << l;
+    EXPECT_TRUE(std::isfinite(json_field(l, "val_one_shot_percent"))) << l;
+  }
+  EXPECT_TRUE(fs::exists(out / "last.safetensors"));
+  EXPECT_TRUE(fs::exists(out / "summary.json"));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    OmniglotStudy, StudyVariants,
+    ::testing::Values(
+        Variant{"schroff", StudyKind::Triplet, {"--loss", "schroff", "--margin", "0.2"}},
+        Variant{"kumar", StudyKind::Triplet, {"--loss", "kumar"}},
+        Variant{"global_triplet", StudyKind::Triplet, {"--loss", "global-triplet"}},
+        Variant{"softmax", StudyKind::Triplet, {"--loss", "softmax"}},
+        Variant{"hard_positive", StudyKind::Triplet, {"--sampling", "hard-positive"}},
+        Variant{"semi_hard_negative", StudyKind::Triplet, {"--sampling", "semi-hard-negative"}},
+        Variant{"batch_hard", StudyKind::Triplet, {"--sampling", "batch-hard", "--loss", "schroff"}},
+        Variant{"online_semi_hard", StudyKind::Triplet, {"--sampling", "online-semi-hard", "--loss", "schroff"}},
+        Variant{"online_random_negative", StudyKind::Triplet,
+                {"--sampling", "online-random-negative", "--loss", "kumar"}},
+        Variant{"disjoint_anchor", StudyKind::Triplet, {"--share", "disjoint-anchor"}},
+        Variant{"norms_dropout_augment", StudyKind::Triplet,
+                {"--lrn", "--batchnorm", "--dropout", "0.1", "--augment", "--input-norm"}},
+        Variant{"selu_sgd", StudyKind::Triplet, {"--activation", "selu", "--optimizer", "sgd", "--lr", "1e-3"}},
+        Variant{"elu_koch_init_first_drawers", StudyKind::Triplet,
+                {"--activation", "elu", "--init", "koch", "--train-max-drawer", "4"}},
+        Variant{"siamese_sgd_schedule", StudyKind::Siamese, {"--optimizer", "sgd", "--lr", "1e-2"}},
+        Variant{"siamese_ssim_both", StudyKind::Siamese, {"--sampling", "ssim-both", "--dropout", "0.2"}}),
+    [](const ::testing::TestParamInfo<Variant>& i) { return std::string(i.param.name); });
