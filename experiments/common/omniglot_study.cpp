@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -85,6 +86,11 @@ void declare_flags(Flags& f, StudyKind kind) {
   f.add_double("momentum", 0.9, "sgd: final momentum (ramped linearly from 0.5)");
   f.add_int("momentum-epochs", 10, "sgd: epochs of the momentum ramp");
   f.add_double("lr-decay", 0.99, "sgd: learning rate factor per epoch");
+  const char* groups = tri ? "conv,dense" : "conv1,conv2,conv3,conv4,dense,head";
+  f.add_string("group-lr", "", std::string("per-layer learning-rate multipliers, comma-separated, for the "
+               "parameter groups ") + groups + " (Koch et al. tune one rate per layer; empty: all 1)");
+  f.add_string("group-momentum", "", std::string("sgd: per-layer final momenta for ") + groups +
+               " (empty: --momentum for all)");
   f.add_int("val-triplets", 10000, tri ? "verification triplets per validation" : "verification pairs per validation");
   f.add_int("val-tasks", 320, "one-shot validation tasks (an anchor and N candidates)");
   f.add_int("val-way", 20, "N of the validation tasks");
@@ -194,15 +200,35 @@ struct Study {
       double cd = f.f64("conv-decay"), dd = f.f64("dense-decay");
       groups = snet->param_groups(lr, f.f64("momentum"), {cd, cd, cd, cd, dd, dd});
     }
+    std::vector<double> lr_mult = per_group("group-lr", groups.size(), 1.0);
+    std::vector<double> moms = per_group("group-momentum", groups.size(), f.f64("momentum"));
+    for (size_t i = 0; i < groups.size(); ++i) groups[i].lr *= lr_mult[i];
     if (f.str("optimizer") == "adam") {
       for (auto& g : groups) g.momentum = 0;
       opt = std::make_unique<nn::Adam>(groups);
     } else {
-      for (auto& g : groups) g.momentum = f.f64("momentum");
+      for (size_t i = 0; i < groups.size(); ++i) groups[i].momentum = moms[i];
       opt = std::make_unique<nn::SGD>(groups);
       lr_sched = std::make_unique<nn::ExponentialDecay>(*opt, f.f64("lr-decay"));
       mom_sched = std::make_unique<nn::MomentumRamp>(*opt, 0.5, f.i64("momentum-epochs"));
     }
+  }
+
+  // A comma-separated list flag with one value per parameter group (empty: `def` for all).
+  std::vector<double> per_group(const std::string& key, size_t n, double def) const {
+    std::vector<double> out;
+    std::stringstream ss(f.str(key));
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      char* end = nullptr;
+      double v = std::strtod(item.c_str(), &end);
+      MN_CHECK(!item.empty() && *end == '\0' && std::isfinite(v), "--", key, ": '", item, "' is not a number");
+      out.push_back(v);
+    }
+    if (out.empty()) return std::vector<double>(n, def);
+    MN_CHECK(out.size() == n, "--", key, ": expected ", n, " comma-separated values (one per parameter group), got ",
+             out.size());
+    return out;
   }
 
   nn::Metadata metadata(int64_t epoch, double best, int64_t best_epoch) {

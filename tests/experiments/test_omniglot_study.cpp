@@ -581,6 +581,8 @@ INSTANTIATE_TEST_SUITE_P(
         Variant{"selu_sgd", StudyKind::Triplet, {"--activation", "selu", "--optimizer", "sgd", "--lr", "1e-3"}},
         Variant{"elu_koch_init_first_drawers", StudyKind::Triplet,
                 {"--activation", "elu", "--init", "koch", "--train-max-drawer", "4"}},
-        Variant{"siamese_sgd_schedule", StudyKind::Siamese, {"--optimizer", "sgd", "--lr", "1e-2"}},
+        Variant{"siamese_sgd_layerwise", StudyKind::Siamese,
+                {"--optimizer", "sgd", "--lr", "1e-2", "--group-lr", "1,1,0.5,0.5,0.1,1", "--group-momentum",
+                 "0.9,0.9,0.8,0.8,0.7,0.9"}},
         Variant{"siamese_ssim_both", StudyKind::Siamese, {"--sampling", "ssim-both", "--dropout", "0.2"}}),
     [](const ::testing::TestParamInfo<Variant>& i) { return std::string(i.param.name); });
