@@ -3,7 +3,7 @@
 // assembly (random sampling, with/without Koch augmentation; SSIM-mined) on the
 // CPU and, when present, the GPU. Each case checks its result before timing.
 // Data: $MN_DATA_DIR, ./datasets or ../shared/datasets (run from the repo root).
-// Cache: $MN_CACHE_DIR, else ./mn_bench_cache.
+// Cache: data::default_cache_dir() ($MN_CACHE_DIR, else the user's cache folder).
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -21,10 +21,7 @@ std::string bg_dir() {
   std::string o = find_dataset_dir("omniglot");
   return o.empty() ? "" : o + "/images_background";
 }
-std::string cache_dir() {
-  const char* e = std::getenv("MN_CACHE_DIR");
-  return e && *e ? e : "mn_bench_cache";
-}
+std::string cache_dir() { return mn::data::default_cache_dir(); }
 const ImageDataset& background() {
   static std::unique_ptr<ImageDataset> ds;
   if (!ds) {
