@@ -5,7 +5,8 @@
 //        and the Koch dense layer (150 x 9216) . (9216 x 4096).
 //   GPU: kernels::gemm_cuda<float> (Tiled, and Naive up to 2048) vs cuBLAS SGEMM
 //        with TF32 off (CUBLAS_DEFAULT_MATH), square 256..4096 and the Koch layer;
-//        timed with CUDA events (manual time), the L2 flushed before each call.
+//        timed with CUDA events (manual time), the L2 flushed (memset of 2 x L2)
+//        before each call.
 //        Skipped with an error message when no GPU is present.
 // Every benchmark checks its result before timing: 64 sampled entries against a
 // double-precision dot product (tolerance 8 sqrt(K) u sum|a b|, see
@@ -138,7 +139,9 @@ struct GpuCase {
     A = mn::Tensor::from_vector(hA, {m, k}, mn::Device::cuda());
     B = mn::Tensor::from_vector(hB, {k, n}, mn::Device::cuda());
     C = mn::Tensor::empty({m, n}, mn::DType::F32, mn::Device::cuda());
-    flush = mn::Tensor::empty({64 << 20}, mn::DType::F32, mn::Device::cuda());  // 256 MiB > L2
+    // 2 x L2 (100-120 MB on an H100/H200): a memset of it evicts A, B and C.
+    flush = mn::Tensor::empty({int64_t(mn::bench::l2_flush_bytes() / sizeof(float))},
+                              mn::DType::F32, mn::Device::cuda());
   }
 };
 
@@ -146,8 +149,10 @@ cublasHandle_t cublas() {
   static cublasHandle_t h = [] {
     cublasHandle_t x;
     if (cublasCreate(&x) != CUBLAS_STATUS_SUCCESS) MN_THROW("cublasCreate failed");
-    cublasSetMathMode(x, CUBLAS_DEFAULT_MATH);  // FP32 FMA, no TF32 tensor cores
-    cublasSetStream(x, mn::cuda::stream());
+    // FP32 FMA, no TF32 tensor cores (CUBLAS_DEFAULT_MATH never uses TF32 for SGEMM).
+    if (cublasSetMathMode(x, CUBLAS_DEFAULT_MATH) != CUBLAS_STATUS_SUCCESS ||
+        cublasSetStream(x, mn::cuda::stream()) != CUBLAS_STATUS_SUCCESS)
+      MN_THROW("cublasSetMathMode/cublasSetStream failed");
     return x;
   }();
   return h;
@@ -156,9 +161,11 @@ cublasHandle_t cublas() {
 // Row-major C = A B is column-major C^T = B^T A^T.
 void run_cublas(GpuCase& c) {
   const float one = 1.f, zero = 0.f;
-  cublasSgemm(cublas(), CUBLAS_OP_N, CUBLAS_OP_N, int(c.N), int(c.M), int(c.K), &one,
-              c.B.data<float>(), int(c.N), c.A.data<float>(), int(c.K), &zero, c.C.data<float>(),
-              int(c.N));
+  const cublasStatus_t st =
+      cublasSgemm(cublas(), CUBLAS_OP_N, CUBLAS_OP_N, int(c.N), int(c.M), int(c.K), &one,
+                  c.B.data<float>(), int(c.N), c.A.data<float>(), int(c.K), &zero,
+                  c.C.data<float>(), int(c.N));
+  if (st != CUBLAS_STATUS_SUCCESS) MN_THROW("cublasSgemm failed with status ", int(st));
 }
 
 void run_ours(GpuCase& c) {
@@ -167,11 +174,19 @@ void run_ours(GpuCase& c) {
 }
 
 template <typename Run>
+void gpu_bench_body(benchmark::State& st, int64_t M, int64_t N, int64_t K, Run run);
+
+template <typename Run>
 void gpu_bench(benchmark::State& st, int64_t M, int64_t N, int64_t K, Run run) {
   if (!mn::cuda_available()) {
     st.SkipWithError("no CUDA device present: GPU benchmark skipped");
     return;
   }
+  mn::bench::guard(st, [&] { gpu_bench_body(st, M, N, K, run); });
+}
+
+template <typename Run>
+void gpu_bench_body(benchmark::State& st, int64_t M, int64_t N, int64_t K, Run run) {
   GpuCase c(M, N, K);
   // Correctness: the whole result against cuBLAS, relative to the largest entry,
   // and 64 entries against the double dot product.
@@ -220,6 +235,8 @@ void BM_gpu_cublas(benchmark::State& st, int64_t M, int64_t N, int64_t K) {
 // Prints each reference's GFLOP/s next to ours and the ratio, after the normal output.
 class RatioReporter : public benchmark::ConsoleReporter {
  public:
+  // No ANSI colours: the output is usually tee'd into a log (tools/gpu_run.sh).
+  RatioReporter() : ConsoleReporter(OO_None) {}
   void ReportRuns(const std::vector<Run>& runs) override {
     ConsoleReporter::ReportRuns(runs);
     for (const Run& r : runs) {

@@ -61,7 +61,7 @@ void run(benchmark::State& st, bool gpu, F&& f) {
   }
 }
 
-void BM_loss(benchmark::State& st, TripletKind kind, bool gpu) {
+void loss_body(benchmark::State& st, TripletKind kind, bool gpu) {
   const int64_t B = st.range(0), D = st.range(1);
   Device dev = gpu ? Device::cuda() : Device::cpu();
   if (gpu && !cuda_available()) {
@@ -83,7 +83,7 @@ void BM_loss(benchmark::State& st, TripletKind kind, bool gpu) {
       dn += (av[j] - nv[j]) * (av[j] - nv[j]);
     }
     double got = r.dp.narrow(0, 0, 1).item();
-    if (std::abs(got - dp) > 1e-3 * dp) st.SkipWithError("distance check failed");
+    if (std::abs(got - dp) > 1e-3 * dp) return st.SkipWithError("distance check failed");
   }
   run(st, gpu, [&] {
     TermResult r = triplet_loss_terms(P, a, p, n, Reduction::Mean);
@@ -92,8 +92,12 @@ void BM_loss(benchmark::State& st, TripletKind kind, bool gpu) {
   });
   st.SetBytesProcessed(st.iterations() * B * D * 4 * 6);
 }
+void BM_loss(benchmark::State& st, TripletKind kind, bool gpu) {
+  // An exception (CUDA error, failed check) skips this case instead of aborting the run.
+  bench::guard(st, [&] { loss_body(st, kind, gpu); });
+}
 
-void BM_miner(benchmark::State& st, bool gpu) {
+void miner_body(benchmark::State& st, bool gpu) {
   const int64_t B = st.range(0), D = st.range(1);
   Device dev = gpu ? Device::cuda() : Device::cpu();
   if (gpu && !cuda_available()) {
@@ -108,12 +112,16 @@ void BM_miner(benchmark::State& st, bool gpu) {
   mp.kind = MinerKind::BatchHard;
   {
     MinedTriplets m = mine_triplets(pairwise_distance_matrix(e, false), l, mp);
-    if (m.triplets.size(0) != B) st.SkipWithError("batch-hard should give one triplet per anchor");
+    if (m.triplets.size(0) != B) return st.SkipWithError("batch-hard should give one triplet per anchor");
   }
   run(st, gpu, [&] {
     MinedTriplets m = mine_triplets(pairwise_distance_matrix(e, false), l, mp);
     benchmark::DoNotOptimize(m.triplets.raw_data());
   });
+}
+void BM_miner(benchmark::State& st, bool gpu) {
+  // An exception (CUDA error, failed check) skips this case instead of aborting the run.
+  bench::guard(st, [&] { miner_body(st, gpu); });
 }
 
 void args(benchmark::internal::Benchmark* b) {

@@ -102,7 +102,7 @@ bool check_gpu_matches_cpu(bool adam, std::string& why) {
 #endif
 }
 
-void run(benchmark::State& state, bool adam, bool cuda, bool fused) {
+void run_body(benchmark::State& state, bool adam, bool cuda, bool fused) {
   const int64_t div = state.range(0);
   if (cuda) {
     if (!mn::cuda_available()) {
@@ -141,6 +141,10 @@ void run(benchmark::State& state, bool adam, bool cuda, bool fused) {
   state.counters["launches"] = fused ? 1 : static_cast<double>(ps.size());
   state.SetBytesProcessed(state.iterations() * n * (adam ? 28 : 20));
   state.SetLabel(mn::device_name(dev));
+}
+void run(benchmark::State& state, bool adam, bool cuda, bool fused) {
+  // An exception (CUDA error, failed check) skips this case instead of aborting the run.
+  mn::bench::guard(state, [&] { run_body(state, adam, cuda, fused); });
 }
 
 // Arg: parameter-count divisor (1 = Koch's full branch, 64 = small).

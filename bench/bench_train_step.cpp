@@ -119,6 +119,7 @@ void BM_TrainStepGpu(benchmark::State& st) {
     st.SkipWithError("no CUDA device");
     return;
   }
+  bench::guard(st, [&] {
   const int64_t B = st.range(0);
   Device dev = Device::cuda();
   TrainStep ts(B, dev);
@@ -140,6 +141,7 @@ void BM_TrainStepGpu(benchmark::State& st) {
   st.counters["images_per_s"] = 3.0 * B * static_cast<double>(st.iterations()) / total_s;
   st.counters["best_images_per_s"] = 3.0 * B / best_s;  // fastest iteration: robust on a shared machine
   st.SetLabel(device_name(dev) + ", float32, global loss, Adam");
+  });
 #else
   st.SkipWithError("built without CUDA");
 #endif

@@ -1,37 +1,110 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine with the staged .gpu/ folder (see tools/gpu_stage.sh):
-# the GPU test suite, compute-sanitizer memcheck on the GPU tests, and the GPU
-# benchmarks, writing logs and JSON under $OUT (default ./gpu_out).
+# the test binaries, compute-sanitizer memcheck on the GPU tests, and the GPU
+# benchmarks -- whatever is staged -- writing under $OUT (default ./gpu_out):
+#   run.log          GPU, library check (ldd), test / memcheck / benchmark output
+#   bench-json.tgz   one Google Benchmark JSON per binary, <date>-<gpu>-<bench>.json
+#                    (one archive: the device tool returns at most 8 files)
+#   study.tgz        the study's output folder (STUDY_ARGS set and data staged)
+# Knobs: BENCHES="gemm conv" (default: all staged), TESTS=gpu|none (only the
+# GPU-named tests / none; default all), MEMCHECK=0 (skip memcheck), TEST_TIMEOUT /
+# BENCH_TIMEOUT / MEMCHECK_TIMEOUT seconds per binary (300 / 240 / 300). The device
+# tool stops a command after 600 s: split a session over several calls, e.g.
+#   tests staged:  MEMCHECK=0 bash tools/gpu_run.sh;  TESTS=none bash tools/gpu_run.sh
+#   bench staged:  BENCHES="gemm conv" bash tools/gpu_run.sh   (~2-4 min), then
+#                  BENCHES="memory_ops losses optim elementwise train_step" ...
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 OUT="${OUT:-gpu_out}"
 mkdir -p "$OUT"
-export LD_LIBRARY_PATH="$PWD/.gpu/lib:${LD_LIBRARY_PATH:-}"
+LOG="$OUT/run.log"
 G=.gpu
+say() { echo "$*" | tee -a "$LOG"; }
+
+# Shared libraries: the staged ones (libbenchmark; OpenBLAS + libgfortran packed
+# as lib/libs.tar.xz), then wherever this machine keeps CUDA, cuBLAS and cuDNN
+# (the binaries' RUNPATH is this build machine's /usr/local/cuda/lib).
+libdirs="$PWD/$G/lib"
+if [[ -f $G/lib/libs.tar.xz ]]; then
+  mkdir -p /tmp/mn_gpu_lib
+  if tar -C /tmp/mn_gpu_lib -xJf $G/lib/libs.tar.xz 2>/dev/null ||
+     python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" \
+       $G/lib/libs.tar.xz /tmp/mn_gpu_lib; then
+    libdirs="$libdirs:/tmp/mn_gpu_lib"
+  fi
+fi
+for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
+  [[ -d $d ]] && libdirs="$libdirs:$d"
+done
+while read -r d; do
+  libdirs="$libdirs:$d"
+done < <(find /usr/local /opt /usr/lib -maxdepth 9 \( -name 'libcudnn.so.9' -o -name 'libcublas.so.13' \
+           -o -name 'libcudart.so.13' \) -printf '%h\n' 2>/dev/null | sort -u)
+export LD_LIBRARY_PATH="$libdirs:${LD_LIBRARY_PATH:-}"
+
 if [[ -f $G/omniglot.tgz ]]; then
   mkdir -p /tmp/mn_data && tar -C /tmp/mn_data -xzf $G/omniglot.tgz && export MN_DATA_DIR=/tmp/mn_data
 fi
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
-gpu=$(head -1 "$OUT/gpu.txt" | cut -d, -f1 | tr ' ' '-')
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$LOG"
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr ' ' '-')
+gpu=${gpu:-gpu}
 date=$(date +%F)
-# 1. Every test binary (GPU tests run, nothing should skip for lack of a device).
-for t in $G/mn_tests_*; do
-  "$t" --gtest_brief=1 2>&1 | tail -n 25 | sed "s|^|$(basename "$t"): |" | tee -a "$OUT/tests.log"
+for b in $G/mn_tests_* $G/bench_* $G/omniglot_*; do
+  [[ -x $b ]] || continue
+  missing=$(ldd "$b" 2>&1 | grep "not found")
+  [[ -n $missing ]] && say "ldd $(basename "$b"): MISSING $missing"
 done
-# 2. compute-sanitizer memcheck (caching allocator off so use-after-free is visible).
-if command -v compute-sanitizer >/dev/null; then
-  for t in $G/mn_tests_runtime $G/mn_tests_kernels $G/mn_tests_nn $G/mn_tests_data; do
-    MN_CUDA_NO_CACHE=1 timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$t" \
-      --gtest_filter='*Cuda*:*CUDA*:*Gpu*:*GPU*' 2>&1 | tail -n 6 | sed "s|^|memcheck $(basename "$t"): |" | tee -a "$OUT/sanitizer.log"
+
+# 1. Test binaries (all tests: GPU ones run, nothing should skip for lack of a device).
+gtest_gpu='*Cuda*:*CUDA*:*Gpu*:*GPU*'
+for t in $G/mn_tests_*; do
+  [[ -x $t && ${TESTS:-all} != none ]] || continue
+  filter='*'
+  [[ ${TESTS:-all} == gpu ]] && filter=$gtest_gpu
+  say "== $(basename "$t") --gtest_filter=$filter"
+  timeout "${TEST_TIMEOUT:-300}" "$t" --gtest_brief=1 --gtest_filter="$filter" 2>&1 |
+    sed "s|^|$(basename "$t"): |" | tee -a "$LOG" | tail -n 30
+  say "$(basename "$t") exit ${PIPESTATUS[0]} (124: killed by the timeout)"
+done
+
+# 2. compute-sanitizer memcheck on the GPU tests (caching allocator off so a
+# use-after-free is visible).
+if [[ ${MEMCHECK:-1} != 0 ]] && command -v compute-sanitizer >/dev/null; then
+  for t in $G/mn_tests_runtime $G/mn_tests_kernels $G/mn_tests_autograd $G/mn_tests_nn $G/mn_tests_data; do
+    [[ -x $t ]] || continue
+    say "== memcheck $(basename "$t")"
+    MN_CUDA_NO_CACHE=1 timeout "${MEMCHECK_TIMEOUT:-300}" compute-sanitizer --tool memcheck --error-exitcode 9 \
+      "$t" --gtest_brief=1 --gtest_filter="$gtest_gpu" 2>&1 | tail -n 40 |
+      sed "s|^|memcheck $(basename "$t"): |" | tee -a "$LOG"
+  say "memcheck $(basename "$t") exit ${PIPESTATUS[0]} (9: memcheck errors, 124: timeout)"
   done
 fi
-# 3. Benchmarks (GPU cases; JSON named with the GPU).
-for b in gemm conv memory_ops losses optim elementwise train_step; do
+
+# 3. Benchmarks: the GPU cases of each binary (names differ per binary).
+bench_filter() {
+  case "$1" in
+    optim) echo 'Cuda' ;;                                          # BM_*Cuda/...
+    data) echo 'BM_TripletBatch/[01]/1|BM_SsimMinedBatch/1' ;;     # arg device 1
+    *) echo '[Gg][Pp][Uu]' ;;  # BM_gpu_*, BM_*Gpu*, BM_loss/*_gpu/, BM_CudnnGpu
+  esac
+}
+json=/tmp/mn_bench_json
+rm -rf "$json" && mkdir -p "$json"
+for b in ${BENCHES:-gemm conv memory_ops losses optim elementwise train_step data}; do
   [[ -x $G/bench_$b ]] || continue
-  timeout 240 $G/bench_$b --benchmark_filter='[Gg][Pp][Uu]' --benchmark_out="$OUT/${date}-${gpu}-${b}.json" \
-    --benchmark_out_format=json 2>&1 | tail -n 15 | tee -a "$OUT/bench.log"
+  [[ $b == data && -z ${MN_DATA_DIR:-} ]] && continue
+  say "== bench_$b --benchmark_filter='$(bench_filter "$b")'"
+  timeout "${BENCH_TIMEOUT:-240}" $G/bench_$b --benchmark_filter="$(bench_filter "$b")" \
+    --benchmark_out="$json/${date}-${gpu}-${b}.json" --benchmark_out_format=json --benchmark_color=false \
+    2>&1 | tee -a "$LOG" | tail -n 40
+  say "bench_$b exit ${PIPESTATUS[0]} (124: killed by the timeout)"
+  tar -C "$json" -czf "$OUT/bench-json.tgz" .
 done
+
 # 4. The study (optional): STUDY_ARGS="--epochs 50" bash tools/gpu_run.sh
-if [[ -n "${STUDY_ARGS:-}" && -n "${MN_DATA_DIR:-}" ]]; then
-  $G/omniglot_triplet --device cuda --out-dir "$OUT/omniglot_triplet" $STUDY_ARGS 2>&1 | tail -n 80 | tee "$OUT/study.log"
+if [[ -n "${STUDY_ARGS:-}" && -n "${MN_DATA_DIR:-}" && -x $G/omniglot_triplet ]]; then
+  rm -rf /tmp/mn_study
+  # shellcheck disable=SC2086  # STUDY_ARGS is a list of flags
+  $G/omniglot_triplet --device cuda --out-dir /tmp/mn_study $STUDY_ARGS 2>&1 | tee -a "$LOG" | tail -n 80
+  tar -C /tmp -czf "$OUT/study.tgz" mn_study
 fi

@@ -5,7 +5,7 @@
   global    Var(dp) + Var(dn) + l * relu(mean(dp) - mean(dn) + t) (biased var), fwd + bwd
   bh_miner  torch.cdist + batch-hard mining (hardest positive / negative per anchor)
 B in {150, 1024}, D in {4096, 128}, float32, torch.set_num_threads(2).
-Prints JSON: {"name/B/D": microseconds}.
+Prints JSON: {"name/B/D": microseconds}.   python3 losses_torch.py [cpu|cuda]
 """
 import json
 import sys
@@ -15,6 +15,9 @@ import torch
 
 torch.set_num_threads(2)
 dev = sys.argv[1] if len(sys.argv) > 1 else "cpu"
+if dev == "cuda":  # FP32 comparison: no TF32 in cdist's matmul
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
 
 
 def timeit(f, reps=None):
