@@ -106,6 +106,20 @@ inline int64_t num_chunks(int64_t N) {
   return std::max<int64_t>(1, std::min<int64_t>(N, num_threads()));
 }
 
+// Calls one_image(n) for every image: serially when there is one chunk (the GEMM
+// inside then runs in parallel), else over contiguous image chunks in parallel.
+template <typename F>
+void for_each_image(int64_t N, F&& one_image) {
+  const int64_t chunks = num_chunks(N);
+  if (chunks == 1) {
+    for (int64_t n = 0; n < N; ++n) one_image(n);
+    return;
+  }
+  for_image_chunks(N, chunks, [&](int64_t, int64_t n0, int64_t n1) {
+    for (int64_t n = n0; n < n1; ++n) one_image(n);
+  });
+}
+
 // ---- direct loop nests (oracle) ----------------------------------------------
 template <typename T>
 void forward_direct(const Conv2dGeom& g, const T* x, const T* w, const T* b, T* y) {
@@ -204,14 +218,7 @@ void conv2d_forward_cpu(const Conv2dGeom& g, const T* x, const T* w, const T* b,
         for (int64_t i = 0; i < PQ; ++i) row[i] += bk;
       }
   };
-  const int64_t chunks = num_chunks(g.N);
-  if (chunks == 1) {
-    for (int64_t n = 0; n < g.N; ++n) one_image(n);
-  } else {
-    for_image_chunks(g.N, chunks, [&](int64_t, int64_t n0, int64_t n1) {
-      for (int64_t n = n0; n < n1; ++n) one_image(n);
-    });
-  }
+  for_each_image(g.N, one_image);
 }
 
 template <typename T>
@@ -232,14 +239,7 @@ void conv2d_backward_data_cpu(const Conv2dGeom& g, const T* dy, const T* w, T* d
     std::fill(dxn, dxn + CHW, T(0));
     col2im(g, col, dxn);
   };
-  const int64_t chunks = num_chunks(g.N);
-  if (chunks == 1) {
-    for (int64_t n = 0; n < g.N; ++n) one_image(n);
-  } else {
-    for_image_chunks(g.N, chunks, [&](int64_t, int64_t n0, int64_t n1) {
-      for (int64_t n = n0; n < n1; ++n) one_image(n);
-    });
-  }
+  for_each_image(g.N, one_image);
 }
 
 template <typename T>
