@@ -5,7 +5,7 @@
 #   run.log          GPU, library check (ldd), test / memcheck / benchmark output
 #   bench-json.tgz   one Google Benchmark JSON per binary, <date>-<gpu>-<bench>.json
 #                    (one archive: the device tool returns at most 8 files)
-#   study.tgz        the study's output folder (STUDY_ARGS set and data staged)
+#   study-NAME.tgz   the study's run folder, checkpoints left out (STUDY_ARGS set, data staged)
 # Knobs: BENCHES="gemm conv" (default: all staged), TESTS=gpu|none (only the
 # GPU-named tests / none; default all), MEMCHECK=0 (skip memcheck), TEST_TIMEOUT /
 # BENCH_TIMEOUT / MEMCHECK_TIMEOUT seconds per binary (300 / 240 / 300). The device
@@ -13,6 +13,8 @@
 #   tests staged:  MEMCHECK=0 bash tools/gpu_run.sh;  TESTS=none bash tools/gpu_run.sh
 #   bench staged:  BENCHES="gemm conv" bash tools/gpu_run.sh   (~2-4 min), then
 #                  BENCHES="memory_ops losses optim elementwise train_step" ...
+#   study staged (--with-data):  TESTS=none STUDY_NAME=global-s1 STUDY_ARGS="--seed 1"
+#                  bash tools/gpu_run.sh   (again, at once, to continue: see step 4)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT="${OUT:-gpu_out}"
@@ -101,10 +103,23 @@ for b in ${BENCHES:-gemm conv memory_ops losses optim elementwise train_step dat
   tar -C "$json" -czf "$OUT/bench-json.tgz" .
 done
 
-# 4. The study (optional): STUDY_ARGS="--epochs 50" bash tools/gpu_run.sh
-if [[ -n "${STUDY_ARGS:-}" && -n "${MN_DATA_DIR:-}" && -x $G/omniglot_triplet ]]; then
-  rm -rf /tmp/mn_study
+# 4. The study (optional): STUDY_ARGS="--loss global" STUDY_NAME=global-s1 bash tools/gpu_run.sh
+# The run folder is /tmp/mn_runs/$STUDY_NAME on the GPU machine: it survives between
+# calls while the machine stays warm, and a call that finds last.safetensors there
+# resumes (--resume). Each call stops resumably within STUDY_SECONDS (default 540)
+# via --time-limit. study-$STUDY_NAME.tgz holds the run folder without checkpoints
+# (a full-width checkpoint with Adam state is ~470 MB, over the tool's file limits).
+if [[ -n "${STUDY_ARGS:-}" && -n "${MN_DATA_DIR:-}" ]]; then
+  name=${STUDY_NAME:-study}
+  bin=$G/${STUDY_BIN:-omniglot_triplet}   # STUDY_BIN=omniglot_siamese for the siamese net
+  run=/tmp/mn_runs/$name
+  mkdir -p "$run"
+  resume=""
+  [[ -f $run/last.safetensors ]] && resume="--resume"
+  say "== study $name: $(basename "$bin") $STUDY_ARGS $resume (time limit ${STUDY_SECONDS:-540} s)"
   # shellcheck disable=SC2086  # STUDY_ARGS is a list of flags
-  $G/omniglot_triplet --device cuda --out-dir /tmp/mn_study $STUDY_ARGS 2>&1 | tee -a "$LOG" | tail -n 80
-  tar -C /tmp -czf "$OUT/study.tgz" mn_study
+  "$bin" --device cuda --out-dir "$run" --time-limit "${STUDY_SECONDS:-540}" $resume $STUDY_ARGS 2>&1 |
+    tee "$run/stdout-$(date +%H%M%S).log" | grep -v '^epoch .*ETA' | tee -a "$LOG" | tail -n 60
+  say "study $name exit ${PIPESTATUS[0]} (0: finished, 3: stopped resumably, call again to continue)"
+  tar -C /tmp/mn_runs --exclude='*.safetensors' -czf "$OUT/study-$name.tgz" "$name"
 fi

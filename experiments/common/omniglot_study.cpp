@@ -2,9 +2,12 @@
 #include "experiments/common/omniglot_study.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -46,7 +49,11 @@ void declare_flags(Flags& f, StudyKind kind) {
   f.add_string("out-dir", tri ? "runs/omniglot_triplet" : "runs/omniglot_siamese",
                "where metrics.jsonl, checkpoints, plots and summary.json go");
   f.add_string("cache-dir", "", "packed-image cache (default: data/'s default cache folder)");
-  f.add_bool("resume", false, "continue from <out-dir>/last.safetensors");
+  f.add_bool("resume", false, "continue from <out-dir>/last.safetensors (also from a mid-epoch stop)");
+  f.add_double("time-limit", 0, "stop resumably before this many seconds of wall time have passed (0: none); "
+               "the progress is saved and --resume continues exactly. Exit status 3");
+  f.add_int("stop-after", 0, "stop resumably after this many training iterations in this run (0: none); "
+            "exit status 3");
   f.add_string("evaluate", "", "only evaluate this checkpoint (Lake's runs, --test-dir)");
   f.add_string("test-dir", "", "also score N-way tasks drawn from this Omniglot-layout folder");
   f.add_int("test-tasks", 400, "number of N-way tasks drawn from --test-dir");
@@ -151,6 +158,52 @@ nn::TripletKind parse_loss(const std::string& s) {
   if (s == "global-triplet") return nn::TripletKind::GlobalTriplet;
   return nn::TripletKind::SoftmaxRatio;
 }
+
+// ------------------------------------------------------- resumable stops --
+// SIGINT / SIGTERM ask the training loop to stop at the next iteration boundary
+// and save its progress (a second signal kills as usual). Installed for the
+// duration of train() only.
+volatile std::sig_atomic_t g_stop_signal = 0;
+extern "C" void on_stop_signal(int sig) {
+  g_stop_signal = sig;
+  std::signal(sig, SIG_DFL);
+  static const char msg[] = "\n[signal] stopping after the current step and saving the progress "
+                            "(signal again to abort at once)\n";
+  ssize_t ignored = ::write(STDERR_FILENO, msg, sizeof msg - 1);  // async-signal-safe
+  (void)ignored;
+}
+struct StopSignalGuard {
+  using Handler = void (*)(int);
+  Handler old_int, old_term;
+  StopSignalGuard() {
+    g_stop_signal = 0;
+    old_int = std::signal(SIGINT, on_stop_signal);
+    old_term = std::signal(SIGTERM, on_stop_signal);
+  }
+  ~StopSignalGuard() {
+    std::signal(SIGINT, old_int);
+    std::signal(SIGTERM, old_term);
+  }
+};
+
+// Exit status of a run that stopped early and can be continued with --resume.
+constexpr int kExitResumable = 3;
+
+// Doubles in checkpoint metadata: 17 significant digits read back bit-exactly.
+std::string exact_text(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+double md_double(const nn::Metadata& md, const std::string& key, double def) {
+  auto it = md.find(key);
+  return it == md.end() ? def : std::stod(it->second);
+}
+
+// Running sums of one epoch's training statistics (saved in mid-epoch checkpoints).
+struct EpochSums {
+  double loss = 0, active = 0, dpos = 0, dneg = 0, train_s = 0;
+};
 
 // ------------------------------------------------------------- the study --
 struct Study {
@@ -462,22 +515,33 @@ int train(Study& st) {
   make_dirs(st.out);
   st.build_model();
   const std::string last = join_path(st.out, "last.safetensors"), best_path = join_path(st.out, "best.safetensors");
-  int64_t start_epoch = 0, best_epoch = -1;
-  double best = -1;
+  // Progress so far: `start_epoch` epochs complete, then `start_iter` iterations
+  // of the next one (a mid-epoch stop) with their running sums.
+  int64_t start_epoch = 0, start_iter = 0, best_epoch = -1;
+  double best = -1, total_train_s = 0, last_val_s = 0;
+  EpochSums partial;
   uint64_t loader_seed = static_cast<uint64_t>(f.i64("seed")) * 104729 + 3, loader_offset = 0;
   if (f.flag("resume")) {
     MN_CHECK(file_exists(last), "--resume: no checkpoint at '", last, "'");
     nn::Metadata md = nn::load_checkpoint(last, st.model(), st.opt.get());
     start_epoch = std::stoll(md.at("epoch"));
+    start_iter = static_cast<int64_t>(md_double(md, "iter", 0));
     best = std::stod(md.at("best_val_one_shot"));
     best_epoch = std::stoll(md.at("best_epoch"));
+    partial = {md_double(md, "partial.loss", 0), md_double(md, "partial.active", 0),
+               md_double(md, "partial.d_pos", 0), md_double(md, "partial.d_neg", 0),
+               md_double(md, "partial.train_seconds", 0)};
+    total_train_s = md_double(md, "train_seconds_total", 0);
+    last_val_s = md_double(md, "last_val_seconds", 0);
     nn::get_generator_state(md, "rng.sample", st.sample_gen);
     nn::get_generator_state(md, "rng.dropout", st.branch().dropout_generator());
     Generator lg;
     nn::get_generator_state(md, "rng.loader", lg);
     loader_seed = lg.seed();
     loader_offset = lg.offset();
-    std::printf("resuming after epoch %lld from %s\n", static_cast<long long>(start_epoch), last.c_str());
+    std::printf("resuming after epoch %lld%s from %s\n", static_cast<long long>(start_epoch),
+                start_iter ? (" and " + std::to_string(start_iter) + " iterations of the next").c_str() : "",
+                last.c_str());
   }
   if (!(st.tnet && st.data.online_mining()))
     st.data.start_loader(st.tnet ? f.i64("batch") : f.i64("batch") / 2, loader_seed, loader_offset);
@@ -487,6 +551,8 @@ int train(Study& st) {
 
   const int64_t epochs = f.i64("epochs"), iters = f.i64("iters"), B = f.i64("batch");
   const int64_t imgs_per_iter = st.tnet ? 3 * B : 3 * (B / 2);
+  MN_CHECK(start_iter <= iters, "--resume: the checkpoint stopped at iteration ", start_iter, " of an epoch, but "
+           "--iters is ", iters, " (resume with the run's own flags: see ", join_path(st.out, "config.txt"), ")");
   std::vector<Series> curves(2);
   curves[0].title = "validation one-shot accuracy (%)";
   curves[1].title = "training loss";
@@ -505,14 +571,65 @@ int train(Study& st) {
       curves[1].y.push_back(num("train_loss"));
     }
   }
-  double total_train_s = 0;
-  int64_t total_images = 0;
+
+  // Resumable stops: a signal, --stop-after iterations, or --time-limit (checked
+  // before each iteration and before each validation against their measured cost
+  // plus the cost of writing the checkpoint).
+  auto signals = std::make_unique<StopSignalGuard>();
+  const auto run_start = std::chrono::steady_clock::now();
+  auto run_seconds = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
+  };
+  const double time_limit = f.f64("time-limit");
+  const int64_t stop_after = f.i64("stop-after");
+  MN_CHECK(time_limit >= 0 && stop_after >= 0, "--time-limit and --stop-after must be >= 0");
+  int64_t iters_this_run = 0;
+  double iter_s = 0, save_s = 1.0;  // running estimates (save: until measured)
+  auto stop_reason = [&](bool before_iteration, double next_cost) -> std::string {
+    if (g_stop_signal) return g_stop_signal == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)";
+    if (before_iteration && stop_after > 0 && iters_this_run >= stop_after)
+      return "--stop-after " + std::to_string(stop_after) + " iterations";
+    if (time_limit > 0 && run_seconds() + next_cost + save_s > time_limit)
+      return "--time-limit " + json_number(time_limit) + " s";
+    return "";
+  };
+  auto save_progress = [&](int64_t epoch, int64_t done, const EpochSums& sums) {
+    nn::Metadata md = st.metadata(epoch - 1, best, best_epoch);
+    md["iter"] = std::to_string(done);
+    md["partial.loss"] = exact_text(sums.loss);
+    md["partial.active"] = exact_text(sums.active);
+    md["partial.d_pos"] = exact_text(sums.dpos);
+    md["partial.d_neg"] = exact_text(sums.dneg);
+    md["partial.train_seconds"] = exact_text(sums.train_s);
+    md["train_seconds_total"] = exact_text(total_train_s);
+    md["last_val_seconds"] = exact_text(last_val_s);
+    nn::save_checkpoint(last, st.model(), st.opt.get(), md);
+  };
+  auto stop_now = [&](int64_t epoch, int64_t done, const EpochSums& sums, const std::string& why) {
+    save_progress(epoch, done, sums);
+    std::printf("\nstopped: %s, at epoch %lld after %lld of %lld iterations%s. The progress is saved in %s; "
+                "continue with the same command and --resume.\n", why.c_str(), static_cast<long long>(epoch),
+                static_cast<long long>(done), static_cast<long long>(iters),
+                done == iters ? " (validation pending)" : "", last.c_str());
+    std::fflush(stdout);
+    return kExitResumable;
+  };
+
   for (int64_t epoch = start_epoch + 1; epoch <= epochs; ++epoch) {
     if (st.lr_sched) st.lr_sched->apply(epoch - 1);
     if (st.mom_sched) st.mom_sched->apply(epoch - 1);
-    Progress bar("epoch " + std::to_string(epoch) + "/" + std::to_string(epochs), iters);
-    double sum_loss = 0, sum_active = 0, sum_dp = 0, sum_dn = 0;
-    for (int64_t it = 1; it <= iters; ++it) {
+    const bool resumed_epoch = epoch == start_epoch + 1;
+    const int64_t first_it = resumed_epoch ? start_iter + 1 : 1;
+    EpochSums sums = resumed_epoch ? partial : EpochSums{};
+    Progress bar("epoch " + std::to_string(epoch) + "/" + std::to_string(epochs), iters, first_it - 1);
+    for (int64_t it = first_it; it <= iters; ++it) {
+      std::string why = stop_reason(true, iter_s);
+      if (!why.empty()) {
+        const double s = bar.elapsed_seconds();
+        sums.train_s += s;
+        total_train_s += s;
+        return stop_now(epoch, it - 1, sums, why);
+      }
       auto s = st.train_step();
       if (!std::isfinite(s.loss)) {
         std::fprintf(stderr, "\nerror: the loss became %s at epoch %lld iteration %lld; stopping. The last good "
@@ -521,50 +638,70 @@ int train(Study& st) {
                      static_cast<long long>(epoch - 1));
         return 1;
       }
-      sum_loss += s.loss;
-      sum_active += s.active;
-      sum_dp += s.dpos;
-      sum_dn += s.dneg;
-      bar.update(it, sum_loss / it, sum_active / it, imgs_per_iter);
+      ++iters_this_run;
+      iter_s = bar.elapsed_seconds() / static_cast<double>(it - first_it + 1);
+      sums.loss += s.loss;
+      sums.active += s.active;
+      sums.dpos += s.dpos;
+      sums.dneg += s.dneg;
+      bar.update(it, sums.loss / it, sums.active / it, imgs_per_iter);
     }
     bar.finish();
-    double train_s = bar.elapsed_seconds();
-    total_train_s += train_s;
-    total_images += iters * imgs_per_iter;
+    const double seg_s = first_it <= iters ? bar.elapsed_seconds() : 0.0;
+    sums.train_s += seg_s;
+    total_train_s += seg_s;
+    {
+      std::string why = stop_reason(false, last_val_s);
+      if (!why.empty()) return stop_now(epoch, iters, sums, why);
+    }
+    const double train_s = sums.train_s;
     Progress vt("validation", 1);
     double verif = st.verification_accuracy();
     data::OneShotResult os = st.one_shot_validation();
     double acc = 100.0 - os.error_percent;
     double val_s = vt.elapsed_seconds();
+    last_val_s = val_s;
     bool improved = acc > best;
     if (improved) {
       best = acc;
       best_epoch = epoch;
     }
     JsonLine j;
-    j.integer("epoch", epoch).num("train_loss", sum_loss / iters).num("active_share", sum_active / iters)
-        .num(st.tnet ? "mean_d_pos" : "mean_weighted_l1_genuine", sum_dp / iters)
-        .num(st.tnet ? "mean_d_neg" : "mean_weighted_l1_impostor", sum_dn / iters).num("val_verification_percent", 100 * verif)
-        .num("val_one_shot_percent", acc).num("lr", st.opt->group(0).lr).num("train_seconds", train_s)
-        .num("val_seconds", val_s).num("images_per_second", iters * imgs_per_iter / train_s);
+    j.integer("epoch", epoch).num("train_loss", sums.loss / iters).num("active_share", sums.active / iters)
+        .num(st.tnet ? "mean_d_pos" : "mean_weighted_l1_genuine", sums.dpos / iters)
+        .num(st.tnet ? "mean_d_neg" : "mean_weighted_l1_impostor", sums.dneg / iters)
+        .num("val_verification_percent", 100 * verif).num("val_one_shot_percent", acc).num("lr", st.opt->group(0).lr)
+        .num("train_seconds", train_s).num("val_seconds", val_s).num("images_per_second", iters * imgs_per_iter / train_s);
     log.write(j);
     std::printf("epoch %lld: loss %.4f, active %.1f %%, %s %.4f, %s %.4f | validation: verification %.2f %%, "
                 "one-shot %.2f %% (best %.2f %% at epoch %lld) | %.0f img/s\n",
-                static_cast<long long>(epoch), sum_loss / iters, 100 * sum_active / iters,
-                st.tnet ? "d+" : "wL1(genuine)", sum_dp / iters, st.tnet ? "d-" : "wL1(impostor)",
-                sum_dn / iters, 100 * verif, acc, best, static_cast<long long>(best_epoch),
+                static_cast<long long>(epoch), sums.loss / iters, 100 * sums.active / iters,
+                st.tnet ? "d+" : "wL1(genuine)", sums.dpos / iters, st.tnet ? "d-" : "wL1(impostor)",
+                sums.dneg / iters, 100 * verif, acc, best, static_cast<long long>(best_epoch),
                 iters * imgs_per_iter / train_s);
     std::fflush(stdout);
+    const auto save_start = std::chrono::steady_clock::now();
     nn::Metadata md = st.metadata(epoch, best, best_epoch);
+    md["iter"] = "0";
+    md["train_seconds_total"] = exact_text(total_train_s);
+    md["last_val_seconds"] = exact_text(last_val_s);
     nn::save_checkpoint(last, st.model(), st.opt.get(), md);
     if (improved) nn::save_checkpoint(best_path, st.model(), nullptr, md);
+    save_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - save_start).count();
     curves[0].x.push_back(epoch);
     curves[0].y.push_back(acc);
     curves[1].x.push_back(epoch);
-    curves[1].y.push_back(sum_loss / iters);
+    curves[1].y.push_back(sums.loss / iters);
     plot_png(join_path(st.out, "learning_curve.png"), std::string(st.tnet ? "triplet" : "siamese") +
              " CNN on Omniglot", "epoch", "one-shot validation accuracy (%)", "training loss", curves);
   }
+  signals.reset();  // the final test below is not resumable piecewise: signals act as usual
+  if (g_stop_signal) {
+    std::printf("\nstopped by a signal after the last epoch; %s holds the trained model: --resume runs the final "
+                "test.\n", last.c_str());
+    return kExitResumable;
+  }
+  const int64_t total_images = epochs * iters * imgs_per_iter;  // over every segment of a resumed run
 
   // Final test with the model selected on validation.
   JsonLine summary;

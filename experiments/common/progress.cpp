@@ -17,8 +17,8 @@ std::string format_duration(double s) {
   return buf;
 }
 
-Progress::Progress(std::string label, int64_t total)
-    : label_(std::move(label)), total_(total), tty_(::isatty(STDERR_FILENO)),
+Progress::Progress(std::string label, int64_t total, int64_t first_done)
+    : label_(std::move(label)), total_(total), first_done_(first_done), tty_(::isatty(STDERR_FILENO)),
       start_(std::chrono::steady_clock::now()), last_draw_(start_) {}
 
 double Progress::elapsed_seconds() const {
@@ -34,7 +34,7 @@ void Progress::update(int64_t done, double loss, double active, int64_t images) 
   images_ += images;
   auto now = std::chrono::steady_clock::now();
   double e = elapsed_seconds();
-  double eta = done > 0 ? e / done * (total_ - done) : -1;
+  double eta = done > first_done_ ? e / double(done - first_done_) * double(total_ - done) : -1;
   int decile = total_ > 0 ? static_cast<int>(10 * done / total_) : 0;
   bool draw;
   if (tty_) draw = std::chrono::duration<double>(now - last_draw_).count() > 0.2 || done == total_;

@@ -10,7 +10,9 @@ namespace mn::exp {
 
 class Progress {
  public:
-  Progress(std::string label, int64_t total);
+  // `first_done`: iterations already done before this bar starts (a resumed
+  // epoch); the rate and ETA count only the iterations run under this bar.
+  Progress(std::string label, int64_t total, int64_t first_done = 0);
   // Called after each iteration with its metrics; `images` processed in it.
   void update(int64_t done, double loss, double active_share, int64_t images);
   void finish();
@@ -19,7 +21,7 @@ class Progress {
 
  private:
   std::string label_;
-  int64_t total_;
+  int64_t total_, first_done_;
   bool tty_;
   int64_t images_ = 0;
   int last_decile_ = -1;

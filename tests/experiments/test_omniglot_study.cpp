@@ -345,6 +345,62 @@ TEST(OmniglotStudy, ResumeEqualsUninterruptedRun) {
   for (size_t i = 0; i < 2; ++i) EXPECT_EQ(without_fields(la[i], timing), without_fields(lb[i], timing));
 }
 
+// A run stopped mid-epoch (--time-limit before its first iteration, then
+// --stop-after inside an epoch, resumed each time) ends with exactly the weights,
+// optimizer state, RNG states and metrics of an uninterrupted run; every stop
+// exits with status 3 and leaves a checkpoint.
+void expect_same_run(const fs::path& a, const fs::path& b) {
+  mn::nn::SafetensorsFile fa = mn::nn::read_safetensors((a / "last.safetensors").string());
+  mn::nn::SafetensorsFile fb = mn::nn::read_safetensors((b / "last.safetensors").string());
+  ASSERT_EQ(fa.tensors.size(), fb.tensors.size());
+  for (const auto& [name, ta] : fa.tensors) {
+    auto it = fb.tensors.find(name);
+    ASSERT_NE(it, fb.tensors.end()) << name;
+    ASSERT_EQ(ta.shape(), it->second.shape()) << name;
+    EXPECT_EQ(0, std::memcmp(ta.contiguous().raw_data(), it->second.contiguous().raw_data(), ta.nbytes()))
+        << "tensor " << name << " differs between the resumed and the uninterrupted run";
+  }
+  for (const char* k : {"epoch", "rng.sample.offset", "rng.loader.offset", "rng.dropout.offset", "best_epoch"})
+    EXPECT_EQ(fa.metadata.at(k), fb.metadata.at(k)) << k;
+  auto la = read_lines((a / "metrics.jsonl").string()), lb = read_lines((b / "metrics.jsonl").string());
+  ASSERT_EQ(la.size(), lb.size());
+  const std::vector<std::string> timing = {"train_seconds", "val_seconds", "images_per_second"};
+  for (size_t i = 0; i < la.size(); ++i) EXPECT_EQ(without_fields(la[i], timing), without_fields(lb[i], timing));
+}
+
+class MidEpochResume : public ::testing::TestWithParam<StudyKind> {};
+
+TEST_P(MidEpochResume, StopsAnywhereAndResumesExactly) {
+  const StudyKind kind = GetParam();
+  TempDir a("midA"), b("midB"), cache("cache");
+  const std::vector<std::string> common = {"--iters", "3", "--batch", "4", "--val-triplets", "12", "--val-tasks",
+                                           "6", "--lr", "1e-3", "--seed", "5", "--epochs", "2", "--dropout", "0.2"};
+  ASSERT_EQ(run_study(kind, base_args(a.str(), cache.str()) + common).rc, 0);
+
+  // 1. A time limit shorter than one checkpoint write: stops before the first iteration.
+  RunResult r = run_study(kind, base_args(b.str(), cache.str()) + common + std::vector<std::string>{"--time-limit", "0.5"});
+  ASSERT_EQ(r.rc, 3);
+  mn::nn::SafetensorsFile f0 = mn::nn::read_safetensors(b / "last.safetensors");
+  EXPECT_EQ(f0.metadata.at("epoch"), "0");
+  EXPECT_EQ(f0.metadata.at("iter"), "0");
+  // 2. Four more iterations: epoch 1 (3 iterations, validated, checkpointed) and one of epoch 2.
+  r = run_study(kind, base_args(b.str(), cache.str()) + common + std::vector<std::string>{"--resume", "--stop-after", "4"});
+  ASSERT_EQ(r.rc, 3);
+  mn::nn::SafetensorsFile f1 = mn::nn::read_safetensors(b / "last.safetensors");
+  EXPECT_EQ(f1.metadata.at("epoch"), "1");
+  EXPECT_EQ(f1.metadata.at("iter"), "1");
+  EXPECT_EQ(read_lines(b / "metrics.jsonl").size(), 1u);
+  // 3. One more iteration (mid-epoch to mid-epoch), then the rest.
+  ASSERT_EQ(run_study(kind, base_args(b.str(), cache.str()) + common +
+                                std::vector<std::string>{"--resume", "--stop-after", "1"}).rc, 3);
+  EXPECT_EQ(mn::nn::read_safetensors(b / "last.safetensors").metadata.at("iter"), "2");
+  ASSERT_EQ(run_study(kind, base_args(b.str(), cache.str()) + common + std::vector<std::string>{"--resume"}).rc, 0);
+  expect_same_run(a.path, b.path);
+}
+
+INSTANTIATE_TEST_SUITE_P(BothStudies, MidEpochResume, ::testing::Values(StudyKind::Triplet, StudyKind::Siamese),
+                         [](const auto& info) { return info.param == StudyKind::Triplet ? "Triplet" : "Siamese"; });
+
 // ------------------------------------------ candidate order invariance --
 // Scores one-shot tasks on the synthetic evaluation set with a TripletNet's
 // embeddings, then again with every task's candidates permuted (answers moved
