@@ -1,4 +1,4 @@
-// CUDA batch-norm. Statistics: grid (slices, C); each thread runs Welford over a
+// CUDA batch-norm. Statistics: grid (C, slices); each thread runs Welford over a
 // strided subset of its channel's M = N*L values, the block merges the states
 // (Chan's parallel formula) with warp shuffles, and writes one (count, mean, M2)
 // partial per slice; bn_finalize merges the slices per channel, writes mean and
@@ -67,13 +67,16 @@ __device__ T block_sum(T v, T* sh) {
   return v;  // valid in thread 0
 }
 
-// grid (S, C). Element j of channel c lives at ((j / L) * C + c) * L + j % L.
+// grid (C, S): the channel on x, the slice on y. (Channels on y would cap C at
+// gridDim.y's 65535, which a BatchNorm1d over (N, F) with F > 65535 exceeds;
+// S <= kMaxSlices always fits y.) Element j of channel c lives at
+// ((j / L) * C + c) * L + j % L.
 template <typename T>
 __global__ void bn_stats_kernel(int64_t N, int64_t C, int64_t L, const T* __restrict__ x,
                                 T* __restrict__ part) {
-  const int64_t c = blockIdx.y, S = gridDim.x, M = N * L;
+  const int64_t c = blockIdx.x, s = blockIdx.y, S = gridDim.y, M = N * L;
   Welford<T> w{T(0), T(0), T(0)};
-  for (int64_t j = blockIdx.x * (int64_t)kThreads + threadIdx.x; j < M; j += S * kThreads) {
+  for (int64_t j = s * kThreads + threadIdx.x; j < M; j += S * kThreads) {
     const T v = x[((j / L) * C + c) * L + j % L];
     w.n += T(1);
     const T d = v - w.mean;
@@ -82,7 +85,7 @@ __global__ void bn_stats_kernel(int64_t N, int64_t C, int64_t L, const T* __rest
   }
   w = block_merge(w);
   if (threadIdx.x == 0) {
-    T* p = part + (c * S + blockIdx.x) * 3;
+    T* p = part + (c * S + s) * 3;
     p[0] = w.n; p[1] = w.mean; p[2] = w.m2;
   }
 }
@@ -130,16 +133,16 @@ __global__ void bn_apply_kernel(int64_t total, int64_t C, int64_t L, const T* __
   }
 }
 
-// grid (S, C): partial sums of g and g * (x - mean) per slice.
+// grid (C, S) as bn_stats_kernel: partial sums of g and g * (x - mean) per slice.
 template <typename T>
 __global__ void bn_bwd_reduce_kernel(int64_t N, int64_t C, int64_t L, const T* __restrict__ x,
                                      const T* __restrict__ gy, const T* __restrict__ mean,
                                      T* __restrict__ part) {
   __shared__ T sh[kThreads / 32];
-  const int64_t c = blockIdx.y, S = gridDim.x, M = N * L;
+  const int64_t c = blockIdx.x, s = blockIdx.y, S = gridDim.y, M = N * L;
   const T m = mean[c];
   T sg = T(0), sgx = T(0);
-  for (int64_t j = blockIdx.x * (int64_t)kThreads + threadIdx.x; j < M; j += S * kThreads) {
+  for (int64_t j = s * kThreads + threadIdx.x; j < M; j += S * kThreads) {
     const int64_t o = ((j / L) * C + c) * L + j % L;
     sg += gy[o];
     sgx += gy[o] * (x[o] - m);
@@ -147,8 +150,8 @@ __global__ void bn_bwd_reduce_kernel(int64_t N, int64_t C, int64_t L, const T* _
   sg = block_sum(sg, sh);
   sgx = block_sum(sgx, sh);
   if (threadIdx.x == 0) {
-    part[(c * S + blockIdx.x) * 2] = sg;
-    part[(c * S + blockIdx.x) * 2 + 1] = sgx;
+    part[(c * S + s) * 2] = sg;
+    part[(c * S + s) * 2 + 1] = sgx;
   }
 }
 
@@ -201,7 +204,7 @@ void batchnorm_forward_cuda(int64_t N, int64_t C, int64_t L, const T* x, const T
   const unsigned cblocks = static_cast<unsigned>((C + 127) / 128);
   if (training) {
     const int64_t S = num_slices(M);
-    bn_stats_kernel<T><<<dim3((unsigned)S, (unsigned)C), kThreads, 0, cuda::stream()>>>(N, C, L, x,
+    bn_stats_kernel<T><<<dim3((unsigned)C, (unsigned)S), kThreads, 0, cuda::stream()>>>(N, C, L, x,
                                                                                         work);
     CUDA_CHECK_LAUNCH("bn_stats_kernel");
     bn_finalize_kernel<T><<<cblocks, 128, 0, cuda::stream()>>>(C, S, work, running_mean,
@@ -226,7 +229,7 @@ void batchnorm_backward_cuda(int64_t N, int64_t C, int64_t L, const T* x, const 
   if (C == 0) return;
   const int64_t M = N * L, total = M * C, S = num_slices(M);
   T* sums = work + C * kMaxSlices * 3;
-  bn_bwd_reduce_kernel<T><<<dim3((unsigned)S, (unsigned)C), kThreads, 0, cuda::stream()>>>(
+  bn_bwd_reduce_kernel<T><<<dim3((unsigned)C, (unsigned)S), kThreads, 0, cuda::stream()>>>(
       N, C, L, x, gy, mean, work);
   CUDA_CHECK_LAUNCH("bn_bwd_reduce_kernel");
   bn_bwd_finalize_kernel<T><<<(unsigned)((C + 127) / 128), 128, 0, cuda::stream()>>>(
