@@ -5,9 +5,12 @@
 // GPU (batch 150): ours (implicit GEMM, Conv2dAlgo::Gemm) vs cuDNN with the fastest
 // algorithm from cudnnFind*AlgorithmEx, TF32 off (CUDNN_FMA_MATH) and allowed
 // (CUDNN_TENSOR_OP_MATH), forward / backward-data / backward-weight, timed with
-// CUDA events (manual time), reporting TFLOP/s. Every kernel's output is checked
-// before timing (ours against our direct kernel at a small batch; cuDNN's against
-// ours at the full batch). Skipped with SkipWithError when no GPU is present.
+// CUDA events (manual time), reporting TFLOP/s. Ours in FP32 is BM_ConvGpuOurs,
+// ours with kernels::set_allow_tf32(true) (the TF32 tensor-core implicit GEMM) is
+// BM_ConvGpuOursTf32: compare with BM_ConvGpuCudnn/<layer>/<pass>/1. Every
+// kernel's output is checked before timing (ours against our direct kernel at a
+// small batch, relative 1e-4 in FP32 and 1e-2 with TF32; cuDNN's against ours in
+// FP32 at the full batch). Skipped with SkipWithError when no GPU is present.
 //
 // CPU (batch 12, 2 threads): our im2col + GEMM conv per layer and pass, max-pool
 // forward/backward, and the whole branch forward + backward (compare with
@@ -27,6 +30,7 @@
 #include "autograd/ops_conv.h"
 #include "autograd/ops_layers.h"
 #include "kernels/conv2d.h"
+#include "kernels/gemm_config.h"
 #include "kernels/pool.h"
 #include "runtime/device.h"
 #include "runtime/parallel.h"
@@ -91,15 +95,18 @@ double rel_diff(const Tensor& a, const Tensor& b) {
   return m / (1 + s);
 }
 
-// Checks the fast path against the direct oracle once per (device, layer, pass),
-// at a small batch (the oracle is slow).
+// Checks the fast path against the direct oracle once per (device, layer, pass,
+// TF32 switch), at a small batch (the oracle is slow; it never uses TF32). With
+// TF32 the GEMM path's inputs carry 10-bit mantissas: errors up to ~1e-3 of the
+// largest output here, so 1e-2 (an indexing error is ~1).
 bool validated(benchmark::State& state, int layer, Pass pass, Device d) {
-  static bool done[2][4][3] = {};
-  bool& flag = done[d.is_cuda()][layer][pass];
+  static bool done[2][4][3][2] = {};
+  const bool tf32 = d.is_cuda() && kernels::allow_tf32();
+  bool& flag = done[d.is_cuda()][layer][pass][tf32];
   if (flag) return true;
   ConvData c = make_data(layer, d.is_cuda() ? 4 : 1, d, 7);
   const double e = rel_diff(run_ours(c, pass, Conv2dAlgo::Direct), run_ours(c, pass, Conv2dAlgo::Gemm));
-  if (!(e < 1e-4)) {
+  if (!(e < (tf32 ? 1e-2 : 1e-4))) {
     state.SkipWithError(("result check failed: relative difference " + std::to_string(e)).c_str());
     return false;
   }
@@ -244,6 +251,29 @@ void BM_ConvGpuOurs(benchmark::State& state) {
 #endif
 }
 BENCHMARK(BM_ConvGpuOurs)->ArgsProduct({{0, 1, 2, 3}, {0, 1, 2}})->UseManualTime()->Unit(benchmark::kMillisecond);
+
+// The same with TF32 tensor cores (the process-wide switch, restored afterwards).
+void BM_ConvGpuOursTf32(benchmark::State& state) {
+  if (!have_gpu(state)) return;
+#ifdef MN_WITH_CUDA
+  struct Tf32On {
+    bool saved = kernels::allow_tf32();
+    Tf32On() { kernels::set_allow_tf32(true); }
+    ~Tf32On() { kernels::set_allow_tf32(saved); }
+  } tf32_on;
+  bench::guard(state, [&] {
+  const int layer = int(state.range(0));
+  const Pass pass = Pass(state.range(1));
+  if (!validated(state, layer, pass, Device::cuda())) return;
+  ConvData c = make_data(layer, kGpuBatch, Device::cuda());
+  Tensor out = run_ours(c, pass, Conv2dAlgo::Gemm);
+  time_gpu(state, [&] { out = run_ours(c, pass, Conv2dAlgo::Gemm); }, kernels::conv2d_flops(c.g));
+  state.SetLabel(std::string("ours tf32 layer") + std::to_string(layer + 1) + " " + kPassName[pass] +
+                 " N=150 " + device_name(Device::cuda()));
+  });
+#endif
+}
+BENCHMARK(BM_ConvGpuOursTf32)->ArgsProduct({{0, 1, 2, 3}, {0, 1, 2}})->UseManualTime()->Unit(benchmark::kMillisecond);
 
 #ifdef MN_HAVE_CUDNN
 #define CUDNN_CHECK(expr)                                                                  \

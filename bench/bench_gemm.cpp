@@ -5,12 +5,17 @@
 //        and the Koch dense layer (150 x 9216) . (9216 x 4096).
 //   GPU: kernels::gemm_cuda<float> (Tiled, and Naive up to 2048) vs cuBLAS SGEMM
 //        with TF32 off (CUBLAS_DEFAULT_MATH), square 256..4096 and the Koch layer;
-//        timed with CUDA events (manual time), the L2 flushed (memset of 2 x L2)
+//        and with TF32 on both sides: ours with kernels::set_allow_tf32(true)
+//        (the TensorCoreTF32 variant) as BM_gpu_ours_tf32 vs cuBLAS with
+//        CUBLAS_TF32_TENSOR_OP_MATH as BM_gpu_cublas_tf32, same shapes.
+//        Timed with CUDA events (manual time), the L2 flushed (memset of 2 x L2)
 //        before each call.
 //        Skipped with an error message when no GPU is present.
 // Every benchmark checks its result before timing: 64 sampled entries against a
 // double-precision dot product (tolerance 8 sqrt(K) u sum|a b|, see
-// tests/kernels/test_gemm.cpp), and on the GPU the whole matrix against cuBLAS.
+// tests/kernels/test_gemm.cpp; with TF32 plus 2 * 2^-10 sum|a b|, see
+// tests/kernels/test_tf32.cpp), and on the GPU the whole matrix against cuBLAS
+// in the same math mode.
 // Counters: GFLOP/s (2 M N K per call). At exit a table of ours/reference ratios
 // is printed. The committed CPU result (shared 2-core machine, so medians of 5):
 //   bench_gemm --benchmark_filter=BM_cpu --benchmark_repetitions=5
@@ -59,8 +64,11 @@ std::vector<float> random_floats(size_t n, uint32_t seed) {
 }
 
 // Row-major C = A B; checks 64 sampled entries against a double dot product.
+// tf32: the inputs were rounded to TF32 (each product off by up to 2^-10 |a b|,
+// doubled for the tensor cores' accumulation).
 bool sample_check(int64_t M, int64_t N, int64_t K, const std::vector<float>& A,
-                  const std::vector<float>& B, const std::vector<float>& C, std::string* why) {
+                  const std::vector<float>& B, const std::vector<float>& C, std::string* why,
+                  bool tf32 = false) {
   std::mt19937 g(7);
   const double u = std::numeric_limits<float>::epsilon() / 2;
   for (int s = 0; s < 64; ++s) {
@@ -70,7 +78,7 @@ bool sample_check(int64_t M, int64_t N, int64_t K, const std::vector<float>& A,
       acc += double(A[i * K + k]) * B[k * N + j];
       mag += std::abs(double(A[i * K + k]) * B[k * N + j]);
     }
-    const double tol = 8 * (std::sqrt(double(K)) + 2) * u * mag;
+    const double tol = 8 * (std::sqrt(double(K)) + 2) * u * mag + (tf32 ? 2.0 / 1024 * mag : 0.0);
     if (std::abs(acc - C[i * N + j]) > tol) {
       *why = "C[" + std::to_string(i) + "," + std::to_string(j) + "] = " +
              std::to_string(C[i * N + j]) + ", expected " + std::to_string(acc);
@@ -145,28 +153,36 @@ struct GpuCase {
   }
 };
 
+cublasHandle_t make_cublas(cublasMath_t math) {
+  cublasHandle_t x;
+  if (cublasCreate(&x) != CUBLAS_STATUS_SUCCESS) MN_THROW("cublasCreate failed");
+  if (cublasSetMathMode(x, math) != CUBLAS_STATUS_SUCCESS ||
+      cublasSetStream(x, mn::cuda::stream()) != CUBLAS_STATUS_SUCCESS)
+    MN_THROW("cublasSetMathMode/cublasSetStream failed");
+  return x;
+}
+// FP32 FMA, no TF32 tensor cores (CUBLAS_DEFAULT_MATH never uses TF32 for SGEMM).
 cublasHandle_t cublas() {
-  static cublasHandle_t h = [] {
-    cublasHandle_t x;
-    if (cublasCreate(&x) != CUBLAS_STATUS_SUCCESS) MN_THROW("cublasCreate failed");
-    // FP32 FMA, no TF32 tensor cores (CUBLAS_DEFAULT_MATH never uses TF32 for SGEMM).
-    if (cublasSetMathMode(x, CUBLAS_DEFAULT_MATH) != CUBLAS_STATUS_SUCCESS ||
-        cublasSetStream(x, mn::cuda::stream()) != CUBLAS_STATUS_SUCCESS)
-      MN_THROW("cublasSetMathMode/cublasSetStream failed");
-    return x;
-  }();
+  static cublasHandle_t h = make_cublas(CUBLAS_DEFAULT_MATH);
+  return h;
+}
+// SGEMM on TF32 tensor cores (inputs rounded to TF32, float accumulation).
+cublasHandle_t cublas_tf32() {
+  static cublasHandle_t h = make_cublas(CUBLAS_TF32_TENSOR_OP_MATH);
   return h;
 }
 
 // Row-major C = A B is column-major C^T = B^T A^T.
-void run_cublas(GpuCase& c) {
+void run_cublas_with(cublasHandle_t h, GpuCase& c) {
   const float one = 1.f, zero = 0.f;
   const cublasStatus_t st =
-      cublasSgemm(cublas(), CUBLAS_OP_N, CUBLAS_OP_N, int(c.N), int(c.M), int(c.K), &one,
+      cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, int(c.N), int(c.M), int(c.K), &one,
                   c.B.data<float>(), int(c.N), c.A.data<float>(), int(c.K), &zero,
                   c.C.data<float>(), int(c.N));
   if (st != CUBLAS_STATUS_SUCCESS) MN_THROW("cublasSgemm failed with status ", int(st));
 }
+void run_cublas(GpuCase& c) { run_cublas_with(cublas(), c); }
+void run_cublas_tf32(GpuCase& c) { run_cublas_with(cublas_tf32(), c); }
 
 void run_ours(GpuCase& c) {
   mn::kernels::gemm_cuda<float>(false, false, c.M, c.N, c.K, 1.f, c.A.data<float>(), c.K,
@@ -174,23 +190,31 @@ void run_ours(GpuCase& c) {
 }
 
 template <typename Run>
-void gpu_bench_body(benchmark::State& st, int64_t M, int64_t N, int64_t K, Run run);
+void gpu_bench_body(benchmark::State& st, int64_t M, int64_t N, int64_t K, Run run, bool tf32);
 
+// tf32: `run` rounds its inputs to TF32; it is then checked against cuBLAS in
+// TF32 mode, with the TF32 tolerances.
 template <typename Run>
-void gpu_bench(benchmark::State& st, int64_t M, int64_t N, int64_t K, Run run) {
+void gpu_bench(benchmark::State& st, int64_t M, int64_t N, int64_t K, Run run, bool tf32 = false) {
   if (!mn::cuda_available()) {
     st.SkipWithError("no CUDA device present: GPU benchmark skipped");
     return;
   }
-  mn::bench::guard(st, [&] { gpu_bench_body(st, M, N, K, run); });
+  mn::bench::guard(st, [&] { gpu_bench_body(st, M, N, K, run, tf32); });
 }
 
 template <typename Run>
-void gpu_bench_body(benchmark::State& st, int64_t M, int64_t N, int64_t K, Run run) {
+void gpu_bench_body(benchmark::State& st, int64_t M, int64_t N, int64_t K, Run run, bool tf32) {
   GpuCase c(M, N, K);
-  // Correctness: the whole result against cuBLAS, relative to the largest entry,
-  // and 64 entries against the double dot product.
-  run_cublas(c);
+  // Correctness: the whole result against cuBLAS (same math mode), relative to the
+  // largest entry, and 64 entries against the double dot product. With TF32 both
+  // sides round the inputs to TF32; their difference is of the order of the TF32
+  // error, ~2^-11 sqrt(K) rms|a b| (a few 1e-4 of the largest entry at K = 4096):
+  // 1e-2 leaves margin and still fails any indexing error (differences ~ max|C|).
+  if (tf32)
+    run_cublas_tf32(c);
+  else
+    run_cublas(c);
   std::vector<float> ref = c.C.to_vector<float>();
   c.C.fill_(std::numeric_limits<double>::quiet_NaN());
   run(c);
@@ -202,7 +226,7 @@ void gpu_bench_body(benchmark::State& st, int64_t M, int64_t N, int64_t K, Run r
     dmax = std::isnan(d) ? std::numeric_limits<double>::infinity() : std::max(dmax, d);
   }
   std::string why;
-  if (dmax > 1e-4 * cmax || !sample_check(M, N, K, c.hA, c.hB, got, &why)) {
+  if (dmax > (tf32 ? 1e-2 : 1e-4) * cmax || !sample_check(M, N, K, c.hA, c.hB, got, &why, tf32)) {
     st.SkipWithError(("wrong result before timing: max|ours - cuBLAS| = " + std::to_string(dmax) +
                       " (max|C| " + std::to_string(cmax) + ") " + why)
                          .c_str());
@@ -230,6 +254,17 @@ void BM_gpu_ours_naive(benchmark::State& st, int64_t M, int64_t N, int64_t K) {
 void BM_gpu_cublas(benchmark::State& st, int64_t M, int64_t N, int64_t K) {
   gpu_bench(st, M, N, K, run_cublas);
 }
+// TF32 as a training run would use it: the switch on, the default variant.
+void BM_gpu_ours_tf32(benchmark::State& st, int64_t M, int64_t N, int64_t K) {
+  const bool saved = mn::kernels::allow_tf32();
+  mn::kernels::set_cuda_gemm_variant(mn::kernels::CudaGemmVariant::Tiled);
+  mn::kernels::set_allow_tf32(true);
+  gpu_bench(st, M, N, K, run_ours, true);
+  mn::kernels::set_allow_tf32(saved);
+}
+void BM_gpu_cublas_tf32(benchmark::State& st, int64_t M, int64_t N, int64_t K) {
+  gpu_bench(st, M, N, K, run_cublas_tf32, true);
+}
 #endif
 
 // Prints each reference's GFLOP/s next to ours and the ratio, after the normal output.
@@ -249,7 +284,8 @@ class RatioReporter : public benchmark::ConsoleReporter {
     std::printf("\nRatios (ours / reference, GFLOP/s):\n");
     for (const auto& [name, g] : gflops_) {
       for (const auto& [ours, ref] : {std::pair<std::string, std::string>{"BM_cpu_ours", "BM_cpu_openblas"},
-                                      {"BM_gpu_ours", "BM_gpu_cublas"}}) {
+                                      {"BM_gpu_ours", "BM_gpu_cublas"},
+                                      {"BM_gpu_ours_tf32", "BM_gpu_cublas_tf32"}}) {
         if (name.rfind(ours + "/", 0) != 0) continue;
         const std::string ref_name = ref + name.substr(ours.size());
         auto r = gflops_.find(ref_name);
@@ -301,6 +337,14 @@ void register_all() {
         ->UseManualTime()
         ->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark(("BM_gpu_cublas/" + n).c_str(), BM_gpu_cublas, s.M, s.N, s.K)
+        ->UseManualTime()
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("BM_gpu_ours_tf32/" + n).c_str(), BM_gpu_ours_tf32, s.M, s.N,
+                                 s.K)
+        ->UseManualTime()
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("BM_gpu_cublas_tf32/" + n).c_str(), BM_gpu_cublas_tf32, s.M,
+                                 s.N, s.K)
         ->UseManualTime()
         ->Unit(benchmark::kMicrosecond);
     if (s.M * s.N * s.K <= int64_t(2048) * 2048 * 2048)

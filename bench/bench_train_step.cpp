@@ -8,6 +8,9 @@
 //
 //   BM_TrainStepGpu/50   the study's batch (50 triplets = 150 images), CUDA events
 //                        (manual time); skipped without a device.
+//   BM_TrainStepGpuTf32/50  the same with kernels::set_allow_tf32(true): the
+//                        convolutions and the dense layer on TF32 tensor cores
+//                        (compare with koch_train_torch.py --device cuda --tf32).
 //   BM_TrainStepCpu/4    4 triplets (12 images) on the CPU with MN_NUM_THREADS
 //                        threads (2 on the shared machine), steady-clock manual time.
 // Counters: images_per_s = 3B / mean time per iteration; best_images_per_s from
@@ -23,6 +26,7 @@
 #include <cmath>
 #include <memory>
 
+#include "kernels/gemm_config.h"
 #include "nn/losses/losses.h"
 #include "nn/models/koch.h"
 #include "nn/optim/optimizer.h"
@@ -113,12 +117,18 @@ void BM_TrainStepCpu(benchmark::State& st) {
   st.SetLabel("cpu, float32, global loss, Adam");
 }
 
-void BM_TrainStepGpu(benchmark::State& st) {
+void train_step_gpu(benchmark::State& st, bool tf32) {
 #ifdef MN_WITH_CUDA
   if (!cuda_available()) {
     st.SkipWithError("no CUDA device");
     return;
   }
+  // The TF32 switch for this benchmark only (restored on every exit path).
+  struct Tf32Scope {
+    bool saved = kernels::allow_tf32();
+    explicit Tf32Scope(bool on) { kernels::set_allow_tf32(on); }
+    ~Tf32Scope() { kernels::set_allow_tf32(saved); }
+  } tf32_scope(tf32);
   bench::guard(st, [&] {
   const int64_t B = st.range(0);
   Device dev = Device::cuda();
@@ -140,16 +150,22 @@ void BM_TrainStepGpu(benchmark::State& st) {
   }
   st.counters["images_per_s"] = 3.0 * B * static_cast<double>(st.iterations()) / total_s;
   st.counters["best_images_per_s"] = 3.0 * B / best_s;  // fastest iteration: robust on a shared machine
-  st.SetLabel(device_name(dev) + ", float32, global loss, Adam");
+  st.SetLabel(device_name(dev) + (tf32 ? ", float32 with TF32 tensor cores" : ", float32") +
+              ", global loss, Adam");
   });
 #else
+  (void)tf32;
   st.SkipWithError("built without CUDA");
 #endif
 }
 
+void BM_TrainStepGpu(benchmark::State& st) { train_step_gpu(st, false); }
+void BM_TrainStepGpuTf32(benchmark::State& st) { train_step_gpu(st, true); }
+
 }  // namespace
 
 BENCHMARK(BM_TrainStepGpu)->Arg(50)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(2.0);
+BENCHMARK(BM_TrainStepGpuTf32)->Arg(50)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(2.0);
 BENCHMARK(BM_TrainStepCpu)->Arg(4)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(5.0);
 
 BENCHMARK_MAIN();

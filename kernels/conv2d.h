@@ -16,6 +16,9 @@
 //               CUDA: implicit GEMM with 64x64x16 shared-memory tiles, 4x4 outputs
 //               per thread; backward-weight splits the N*P*Q reduction over
 //               blocks and reduces the partials in a second, fixed-order pass.
+//               For float with kernels::allow_tf32() on (kernels/gemm_config.h),
+//               the same implicit GEMM runs on TF32 tensor cores (64x128x16
+//               tiles, WMMA; sm_80+); double and the CPU are never affected.
 //   Default resolves to Gemm.
 #pragma once
 #include <cstdint>

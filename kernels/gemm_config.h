@@ -1,4 +1,5 @@
-// GEMM variant selection (owned by the GEMM kernels; used by tests and benches).
+// GEMM variant selection (owned by the GEMM kernels; used by tests and benches)
+// and the process-wide TF32 switch for float32 GEMMs and convolutions on CUDA.
 //
 // CPU variants (kernels/cpu/gemm*.cpp):
 //   1 Reference      textbook triple loop, the oracle; also used for tiny problems.
@@ -16,7 +17,7 @@
 namespace mn::kernels {
 
 enum class CpuGemmVariant : int { Auto = 0, Reference = 1, PackedPortable = 2, PackedAvx2 = 3 };
-enum class CudaGemmVariant : int { Naive = 1, Tiled = 2 };
+enum class CudaGemmVariant : int { Naive = 1, Tiled = 2, TensorCoreTF32 = 3 };
 
 // Process-wide selection (default Auto / Tiled). Selecting PackedAvx2 on a CPU
 // without AVX2+FMA throws.
@@ -24,6 +25,25 @@ void set_cpu_gemm_variant(CpuGemmVariant v);
 CpuGemmVariant cpu_gemm_variant();
 void set_cuda_gemm_variant(CudaGemmVariant v);
 CudaGemmVariant cuda_gemm_variant();
+
+// TF32 tensor cores for float32 on CUDA (like PyTorch's
+// torch.backends.cudnn.allow_tf32 / torch.backends.cuda.matmul.allow_tf32).
+// When on, the float32 CUDA GEMM (Tiled -> TensorCoreTF32) and the implicit-GEMM
+// conv2d (forward, backward-data, backward-weight; algo Default or Gemm) round
+// every input element to TF32 -- a 10-bit mantissa, relative error up to 2^-11 --
+// and multiply on tensor cores, accumulating in float32. Outputs then differ from
+// FP32 by roughly 2^-10 * sum_k |a_ik b_kj|. Needs compute capability >= 8.0 (a
+// launch on an older device throws). double, the CPU and the Naive / Direct
+// oracles are never affected. Default: off, unless the environment variable
+// MN_ALLOW_TF32=1 is set (read once, at the first call of either function).
+void set_allow_tf32(bool on);
+bool allow_tf32();
+
+#ifdef MN_WITH_CUDA
+// Throws (naming `op` and the device) unless the current CUDA device can run the
+// TF32 kernels (compute capability >= 8.0). Cached per device; defined in gemm.cu.
+void check_tf32_device(const char* op);
+#endif
 
 // Run-time CPU feature check (__builtin_cpu_supports("avx2") && ("fma")).
 bool cpu_has_avx2_fma();

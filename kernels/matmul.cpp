@@ -1,8 +1,10 @@
 // Tensor-level matmul (2-D and batched 3-D, with transposes) dispatching to our
-// CPU or CUDA GEMM, plus the process-wide GEMM variant selection of
-// kernels/gemm_config.h (here so that it exists in CPU-only builds too).
+// CPU or CUDA GEMM, plus the process-wide CUDA GEMM variant selection and TF32
+// switch of kernels/gemm_config.h (here so that they exist in CPU-only builds too).
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 
 #include "kernels/gemm.h"
 #include "kernels/gemm_config.h"
@@ -12,10 +14,23 @@ namespace mn::kernels {
 
 namespace {
 std::atomic<int> g_cuda_variant{static_cast<int>(CudaGemmVariant::Tiled)};
+
+// The TF32 switch, initialised once from MN_ALLOW_TF32 ("1" turns it on).
+std::atomic<bool>& tf32_flag() {
+  static std::atomic<bool> flag{[] {
+    const char* e = std::getenv("MN_ALLOW_TF32");
+    return e != nullptr && std::strcmp(e, "1") == 0;
+  }()};
+  return flag;
+}
 }  // namespace
 
+void set_allow_tf32(bool on) { tf32_flag().store(on); }
+bool allow_tf32() { return tf32_flag().load(); }
+
 void set_cuda_gemm_variant(CudaGemmVariant v) {
-  MN_CHECK(v == CudaGemmVariant::Naive || v == CudaGemmVariant::Tiled,
+  MN_CHECK(v == CudaGemmVariant::Naive || v == CudaGemmVariant::Tiled ||
+               v == CudaGemmVariant::TensorCoreTF32,
            "set_cuda_gemm_variant: unknown variant ", static_cast<int>(v));
   g_cuda_variant.store(static_cast<int>(v));
 }

@@ -17,6 +17,7 @@
 
 #include "autograd/ops.h"
 #include "autograd/ops_layers.h"
+#include "kernels/gemm_config.h"
 #include "kernels/miners.h"
 #include "data/image_io.h"
 #include "data/lake_runs.h"
@@ -108,6 +109,8 @@ void declare_flags(Flags& f, StudyKind kind) {
   f.add_string("init", tri ? "study" : "koch", "initialisation: study (N(0,0.002) convs) or koch (N(0,0.01) convs)",
                {"study", "koch"});
   f.add_int("eval-batch", 200, "images per forward pass in evaluation");
+  f.add_bool("tf32", false, "GPU: float32 convolutions and matrix products on TF32 tensor cores (inputs "
+             "rounded to a 10-bit mantissa, as PyTorch's cuDNN default); also MN_ALLOW_TF32=1");
 }
 
 // The CPU demo: the same protocol and initialisation, scaled down (a quarter of
@@ -756,7 +759,10 @@ int run_omniglot_study(StudyKind kind, int argc, char** argv) {
                   f.f64("width"), static_cast<long long>(f.i64("epochs")), static_cast<long long>(f.i64("iters")),
                   static_cast<long long>(f.i64("batch")));
     }
-    std::printf("%s on %s\n", prog, device_name(device).c_str());
+    if (f.user_set("tf32")) kernels::set_allow_tf32(f.flag("tf32"));
+    else if (kernels::allow_tf32()) f.set("tf32", "true", "MN_ALLOW_TF32");  // config.txt says what ran
+    std::printf("%s on %s%s\n", prog, device_name(device).c_str(),
+                device.is_cuda() && kernels::allow_tf32() ? " (TF32 tensor cores on)" : "");
     Study st(kind, f, device);
     if (!f.str("evaluate").empty()) return evaluate_only(st);
     return train(st);

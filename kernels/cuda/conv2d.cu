@@ -18,11 +18,26 @@
 //             the K loop. Backward-weight has a long reduction (N*P*Q) and a small
 //             output, so it splits Kd over gridDim.z and a second kernel sums the
 //             partials in a fixed order (deterministic, no atomics).
+//   1 Gemm with TF32 (float, when kernels::allow_tf32() is on, see
+//             kernels/gemm_config.h): igemm_tf32_kernel, the same implicit GEMM and
+//             the same op functors on tensor cores. 64 x 128 outputs per 256-thread
+//             block (8 warps in a 2 x 4 grid, each 32 x 32 = 2 x 2 WMMA m16n16k8
+//             TF32 fragments, float accumulators), BK = 16. Gathered elements are
+//             rounded to TF32 on their way into shared memory (As[m][k], Bs[k][n]);
+//             the next k-tile is gathered into registers while the current one is
+//             multiplied (double-buffered shared memory, one barrier per k-tile).
+//             Fragments leave through a per-warp 16x16 shared scratch and op.store,
+//             bounds-checked. Split-K for backward-weight as above (deterministic).
+//             Compiled for sm_80+ only; the host refuses older devices.
 // Index decodes use 32-bit arithmetic (checked on the host: every extent < 2^31).
+#include <mma.h>
+
 #include <algorithm>
 #include <climits>
+#include <type_traits>
 
 #include "kernels/conv2d.h"
+#include "kernels/gemm_config.h"
 #include "runtime/cuda_check.h"
 
 namespace mn::kernels {
@@ -302,6 +317,132 @@ __global__ void __launch_bounds__(NT) igemm_kernel(Op op, int M, int ncols, int 
   }
 }
 
+// ---- the same implicit GEMM on TF32 tensor cores (float only) -------------------
+namespace tc {
+constexpr int BM = 64, BN = 128, BK = 16, NT = 256;
+constexpr int WM = 32, WN = 32;  // warp tile; warps form a 2 (m) x 4 (n) grid
+constexpr int LDA = BK + 4;      // As[m][k]: ldm 20 (a multiple of 4 floats, as WMMA needs)
+constexpr int LDB = BN + 8;      // Bs[k][n]: ldm 136 (the pads spread fragment reads over banks)
+constexpr int LDE = 16 + 4;      // per-warp 16 x 16 epilogue scratch
+constexpr int SA = BM * LDA, SB = BK * LDB;  // floats per buffer
+// Fragment pointers must be 32-byte aligned: buffers are multiples of 8 floats and
+// the offsets (16 i) * LDA + kk and kk * LDB + 16 j (kk = 0 or 8) are too.
+static_assert(SA % 8 == 0 && SB % 8 == 0 && LDA % 4 == 0 && LDB % 4 == 0 && LDE % 4 == 0,
+              "WMMA alignment");
+static_assert(8 * 16 * LDE <= 2 * SA + 2 * SB, "epilogue scratch fits in the tiles");
+static_assert(2 * WM == BM && 4 * WN == BN && NT == 8 * 32 && NT % BK == 0 && NT % BN == 0 &&
+                  (NT / BK) * 4 == BM && (NT / BN) * 8 == BK,
+              "8 warps of 2 x 2 fragments cover the block tile; loader roles cover the tiles");
+}  // namespace tc
+
+// C (M x ncols) = A (M x Kd) * B (Kd x ncols) over the K range of this blockIdx.z,
+// as igemm_kernel, with TF32 inputs and float accumulation.
+template <typename Op>
+__global__ void __launch_bounds__(tc::NT)
+    igemm_tf32_kernel(Op op, int M, int ncols, int Kd, int k_split) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+  namespace wmma = nvcuda::wmma;
+  // [As buffer 0 | As buffer 1 | Bs buffer 0 | Bs buffer 1]; after the main loop the
+  // first 8 * 16 * LDE floats are the warps' epilogue scratch.
+  __shared__ __align__(32) float smem[2 * tc::SA + 2 * tc::SB];
+  float* const As = smem;
+  float* const Bs = smem + 2 * tc::SA;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int wm = warp / 4, wn = warp % 4;  // warp sub-tile rows wm*32, cols wn*32
+  const int m0 = blockIdx.y * tc::BM, n0 = blockIdx.x * tc::BN;
+  const int kbeg = blockIdx.z * k_split;
+  const int kend = min(Kd, kbeg + k_split);
+
+  // Loader roles: A elements (am + 16 i, ak), i < 4 (consecutive threads on
+  // consecutive k); B elements (bk + 2 i, bn), i < 8, one fixed column per thread
+  // so its decode is hoisted out of the K loop.
+  const int ak = tid % tc::BK, am = tid / tc::BK;
+  const int bn = tid % tc::BN, bk = tid / tc::BN;
+  const typename Op::Col bcol = op.col(n0 + bn, ncols);
+  float ra[4], rb[8];
+  auto gather = [&](int kt) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int m = m0 + am + 16 * i, ka = kt + ak;
+      ra[i] = (m < M && ka < kend) ? op.a(m, ka) : 0.f;
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int kb = kt + bk + 2 * i;
+      rb[i] = (bcol.valid && kb < kend) ? op.bval(kb, bcol) : 0.f;
+    }
+  };
+  auto stash = [&](int buf) {
+    float* a = As + buf * tc::SA;
+    float* b = Bs + buf * tc::SB;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) a[(am + 16 * i) * tc::LDA + ak] = wmma::__float_to_tf32(ra[i]);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) b[(bk + 2 * i) * tc::LDB + bn] = wmma::__float_to_tf32(rb[i]);
+  };
+
+  wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc[2][2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.f);
+
+  if (kbeg < kend) {
+    gather(kbeg);
+    stash(0);
+  }
+  __syncthreads();
+  int cur = 0;
+  for (int kt = kbeg; kt < kend; kt += tc::BK) {
+    const bool more = kt + tc::BK < kend;
+    if (more) gather(kt + tc::BK);  // global -> registers, overlapping the MMAs
+    const float* a = As + cur * tc::SA;
+    const float* b = Bs + cur * tc::SB;
+#pragma unroll
+    for (int kk = 0; kk < tc::BK; kk += 8) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> fa[2];
+      wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major> fb[2];
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+        wmma::load_matrix_sync(fa[i], a + (wm * tc::WM + 16 * i) * tc::LDA + kk, tc::LDA);
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+        wmma::load_matrix_sync(fb[j], b + kk * tc::LDB + wn * tc::WN + 16 * j, tc::LDB);
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
+    }
+    if (more) stash(cur ^ 1);  // that buffer was last read before the previous barrier
+    __syncthreads();
+    cur ^= 1;
+  }
+
+  // Epilogue (every tile read finished at the last barrier): one 16 x 16 fragment
+  // at a time through the warp's scratch; lane covers column lane % 16, rows
+  // lane / 16 + 2 t.
+  float* scratch = smem + warp * 16 * tc::LDE;
+  const int lc = lane % 16, lr = lane / 16;
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const typename Op::Col c = op.col(n0 + wn * tc::WN + 16 * j + lc, ncols);
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      wmma::store_matrix_sync(scratch, acc[i][j], tc::LDE, wmma::mem_row_major);
+      __syncwarp();
+#pragma unroll
+      for (int t = 0; t < 8; ++t) {
+        const int r = lr + 2 * t, m = m0 + wm * tc::WM + 16 * i + r;
+        if (c.valid && m < M) op.store(m, c, scratch[r * tc::LDE + lc], blockIdx.z);
+      }
+      __syncwarp();  // the next store_matrix_sync overwrites the scratch
+    }
+  }
+#else
+  __trap();  // unreachable: the host refuses devices below sm_80 (check_tf32_device)
+#endif
+}
+
 // dw[i] = sum_z partial[z][i], z in order.
 template <typename T>
 __global__ void sum_splits(const T* __restrict__ part, T* __restrict__ out, int splits, int64_t n) {
@@ -313,9 +454,27 @@ __global__ void sum_splits(const T* __restrict__ part, T* __restrict__ out, int 
   }
 }
 
+// TF32 tensor cores for this call: float only, when the process-wide switch is on
+// (the Direct oracle never gets here).
+template <typename T>
+bool use_tf32() {
+  return std::is_same<T, float>::value && allow_tf32();
+}
+
 template <typename T, typename Op>
-void launch_igemm(const Op& op, int M, int ncols, int Kd, int splits, int k_split,
+void launch_igemm(const Op& op, int M, int ncols, int Kd, int splits, int k_split, bool tf32,
                   const char* name) {
+  if constexpr (std::is_same<T, float>::value) {
+    if (tf32) {
+      check_tf32_device(name);
+      const dim3 grid((ncols + tc::BN - 1) / tc::BN, (M + tc::BM - 1) / tc::BM, splits);
+      MN_CHECK(grid.y <= 65535, name, ": too many output-channel tiles (", M, ")");
+      igemm_tf32_kernel<Op><<<grid, tc::NT, 0, cuda::stream()>>>(op, M, ncols, Kd, k_split);
+      CUDA_CHECK_LAUNCH(name);
+      return;
+    }
+  }
+  MN_CHECK(!tf32, name, ": TF32 requested for a non-float type");
   const dim3 grid((ncols + BN - 1) / BN, (M + BM - 1) / BM, splits);
   MN_CHECK(grid.y <= 65535, name, ": too many output-channel tiles (", M, ")");
   igemm_kernel<T, Op><<<grid, NT, 0, cuda::stream()>>>(op, M, ncols, Kd, k_split);
@@ -336,7 +495,9 @@ void conv2d_forward_cuda(const Conv2dGeom& geom, const T* x, const T* w, const T
   }
   FwdOp<T> op{g, x, w, b, y, g.C * g.R * g.S, g.R * g.S, g.P * g.Q};
   const int ncols = g.N * g.P * g.Q, Kd = g.C * g.R * g.S;
-  launch_igemm<T>(op, g.K, ncols, Kd, 1, Kd, "conv_fwd_igemm");
+  const bool tf32 = use_tf32<T>();
+  launch_igemm<T>(op, g.K, ncols, Kd, 1, Kd, tf32,
+                  tf32 ? "conv_fwd_igemm_tf32" : "conv_fwd_igemm");
 }
 
 template <typename T>
@@ -351,7 +512,9 @@ void conv2d_backward_data_cuda(const Conv2dGeom& geom, const T* dy, const T* w, 
   }
   BwdDataOp<T> op{g, dy, w, dx, g.R * g.S, g.H * g.W, g.P * g.Q};
   const int ncols = g.N * g.H * g.W, Kd = g.K * g.R * g.S;
-  launch_igemm<T>(op, g.C, ncols, Kd, 1, Kd, "conv_bwd_data_igemm");
+  const bool tf32 = use_tf32<T>();
+  launch_igemm<T>(op, g.C, ncols, Kd, 1, Kd, tf32,
+                  tf32 ? "conv_bwd_data_igemm_tf32" : "conv_bwd_data_igemm");
 }
 
 template <typename T>
@@ -365,9 +528,13 @@ void conv2d_backward_weight_cuda(const Conv2dGeom& geom, const T* x, const T* dy
     return;
   }
   const int CRS = g.C * g.R * g.S, Kd = g.N * g.P * g.Q;
+  const bool tf32 = use_tf32<T>();
+  const char* name = tf32 ? "conv_bwd_weight_igemm_tf32" : "conv_bwd_weight_igemm";
+  static_assert(tc::BK == BK, "the split sizes below are counted in k-tiles of BK");
+  const int bm = tf32 ? tc::BM : BM, bn = tf32 ? tc::BN : BN;
   // Enough blocks to fill a large GPU (~4 waves of 132 SMs), each split at least
   // 8 K-tiles long so the partial write-out stays small next to the work.
-  const int64_t tiles_xy = int64_t((CRS + BN - 1) / BN) * ((g.K + BM - 1) / BM);
+  const int64_t tiles_xy = int64_t((CRS + bn - 1) / bn) * ((g.K + bm - 1) / bm);
   const int64_t k_tiles = (Kd + BK - 1) / BK;
   int64_t splits = std::max<int64_t>(1, std::min<int64_t>(512 / std::max<int64_t>(tiles_xy, 1),
                                                           k_tiles / 8));
@@ -376,7 +543,7 @@ void conv2d_backward_weight_cuda(const Conv2dGeom& geom, const T* x, const T* dy
   splits = (Kd + k_split - 1) / k_split;
   if (splits == 1) {
     BwdWeightOp<T> op{g, x, dy, dw, CRS, g.R * g.S, g.P * g.Q};
-    launch_igemm<T>(op, g.K, CRS, Kd, 1, k_split, "conv_bwd_weight_igemm");
+    launch_igemm<T>(op, g.K, CRS, Kd, 1, k_split, tf32, name);
     return;
   }
   // Partials: (splits, K, CRS), from the caching allocator, on the current device
@@ -385,7 +552,7 @@ void conv2d_backward_weight_cuda(const Conv2dGeom& geom, const T* x, const T* dy
   CUDA_CHECK(cudaGetDevice(&dev));
   Tensor part = Tensor::empty({splits, total}, dtype_of<T>, Device::cuda(dev));
   BwdWeightOp<T> op{g, x, dy, part.data<T>(), CRS, g.R * g.S, g.P * g.Q};
-  launch_igemm<T>(op, g.K, CRS, Kd, int(splits), k_split, "conv_bwd_weight_igemm");
+  launch_igemm<T>(op, g.K, CRS, Kd, int(splits), k_split, tf32, name);
   sum_splits<T><<<cuda::grid_for(total), 256, 0, cuda::stream()>>>(part.data<T>(), dw, int(splits), total);
   CUDA_CHECK_LAUNCH("conv_bwd_weight_sum_splits");
 }

@@ -14,10 +14,25 @@
 //            pointers, leading dimensions and the contiguous extents allow it
 //            (VEC); otherwise every element is bounds-checked (edge tiles, odd
 //            sizes, double).
+//   3 TensorCoreTF32  float only (double runs Tiled). 128x128 block tile, BK = 16,
+//            256 threads = 8 warps in a 2 (m) x 4 (n) grid, each warp a 64x32
+//            sub-tile of 4 x 2 WMMA m16n16k8 TF32 fragments with float
+//            accumulators. Operand tiles are staged in shared memory in their
+//            storage order (so every global read runs along the contiguous
+//            dimension, float4 when VEC) and rounded to TF32 on the way in; the
+//            transpose is absorbed by the fragment layout (row_major/col_major).
+//            Double buffered like Tiled (registers hold the next k-tile). The
+//            epilogue stores each accumulator fragment to a per-warp 16x16
+//            shared scratch and applies alpha/beta with bounds checks. Chosen
+//            for float when allow_tf32() is on (variant Tiled) or when selected
+//            explicitly; needs compute capability >= 8.0 (checked on the host;
+//            the kernel body is compiled only for sm_80+).
 // beta == 0 never reads C.
 #include <cuda_runtime.h>
+#include <mma.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <type_traits>
 
@@ -220,6 +235,218 @@ __global__ void __launch_bounds__(THREADS)
   }
 }
 
+// ---- variant 3: TF32 tensor cores (WMMA) -----------------------------------------
+namespace tc {
+constexpr int BM = 128, BN = 128, BK = 16, THREADS = 256;
+constexpr int WM = 64, WN = 32;            // warp tile; warps form a 2 x 4 grid
+constexpr int FM = WM / 16, FN = WN / 16;  // 4 x 2 accumulator fragments per warp
+constexpr int LDE = 16 + 4;                // per-warp 16x16 epilogue scratch, ldm 20
+static_assert(2 * FM * 16 == BM && 4 * FN * 16 == BN && THREADS == 8 * 32 && LDE % 4 == 0,
+              "8 warps in a 2 x 4 grid cover the block tile");
+
+// An operand tile in shared memory keeps the operand's storage order: OUTER rows
+// of INNER contiguous elements with row stride LD. KMAJOR: stored (k, m|n), 16
+// rows of 128; otherwise (m|n, k), 128 rows of 16. The pads keep LD a multiple of
+// 4 floats (WMMA's ldm rule for 32-bit types) and spread the fragment reads over
+// the banks (with the m16n8k8 register layout, where a load touches 8 rows x 4
+// columns at once, LD = 20 and 136 put those 32 elements on distinct banks; WMMA
+// does not document its layout). Every fragment pointer is 32-byte aligned: the tile base is
+// (the buffers are multiples of 8 floats), and the offset x0 * LD + kk (x0 a
+// multiple of 16, kk of 8) or kk * LD + x0 is a multiple of 8 floats.
+template <bool KMAJOR>
+struct Tile {
+  static constexpr int OUTER = KMAJOR ? BK : 128, INNER = KMAJOR ? 128 : BK;
+  static constexpr int LD = INNER + (KMAJOR ? 8 : 4);
+  static constexpr int SIZE = OUTER * LD;  // floats per buffer
+  static_assert(LD % 4 == 0 && SIZE % 8 == 0, "WMMA ldm / 32-byte alignment");
+  // Element (x, k) of the 128 x 16 block (x = m or n).
+  __device__ static const float* at(const float* S, int x, int k) {
+    return KMAJOR ? S + k * LD + x : S + x * LD + k;
+  }
+};
+
+// One thread's 8 elements of an operand tile, global -> registers -> shared (as
+// TF32); outside the matrix the elements are 0. Non-VEC: the thread owns column
+// c = tid % INNER of rows r0 + STEP i (i < 8), so a warp reads consecutive
+// addresses; VEC: float4 at columns c..c+3 of rows r0 + STEP i (i < 2).
+// o0/oext: the tile's first outer index and the matrix extent along it; i0/iext
+// likewise for the contiguous (inner) dimension.
+template <bool KMAJOR, bool VEC>
+struct TcLoader {
+  using S = Tile<KMAJOR>;
+  static constexpr int W = VEC ? 4 : 1;                 // elements per access
+  static constexpr int PER_ROW = S::INNER / W;          // threads per tile row
+  static constexpr int STEP = THREADS / PER_ROW;        // rows between a thread's accesses
+  static constexpr int N = S::OUTER / STEP;             // accesses per thread
+  static_assert(N * W == 8, "8 elements per thread");
+  int r0, c;
+  float v[8];
+  __device__ explicit TcLoader(int tid) : r0(tid / PER_ROW), c((tid % PER_ROW) * W) {}
+  __device__ void load(const float* __restrict__ P, int64_t ld, int o0, int oext, int i0,
+                       int iext) {
+    const int in = i0 + c;
+    const float* p = P + int64_t(o0 + r0) * ld + in;
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      const bool ok = o0 + r0 + STEP * i < oext && in < iext;
+      if constexpr (VEC) {
+        // iext % 4 == 0 under VEC, so a float4 is wholly inside or outside.
+        float4 f = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (ok) f = *reinterpret_cast<const float4*>(p + int64_t(STEP * i) * ld);
+        v[4 * i] = f.x, v[4 * i + 1] = f.y, v[4 * i + 2] = f.z, v[4 * i + 3] = f.w;
+      } else {
+        v[i] = ok ? p[int64_t(STEP * i) * ld] : 0.f;
+      }
+    }
+  }
+  __device__ void store(float* T) const {
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      float* t = T + (r0 + STEP * i) * S::LD + c;
+      if constexpr (VEC) {
+        float4 f;
+        f.x = nvcuda::wmma::__float_to_tf32(v[4 * i]);
+        f.y = nvcuda::wmma::__float_to_tf32(v[4 * i + 1]);
+        f.z = nvcuda::wmma::__float_to_tf32(v[4 * i + 2]);
+        f.w = nvcuda::wmma::__float_to_tf32(v[4 * i + 3]);
+        *reinterpret_cast<float4*>(t) = f;  // LD and c are multiples of 4: 16-byte aligned
+      } else {
+        *t = nvcuda::wmma::__float_to_tf32(v[i]);
+      }
+    }
+  }
+};
+}  // namespace tc
+
+// op(A) is stored (K, M) when TA, op(B) is stored (K, N) when !TB: those tiles are
+// k-major. A k-major A tile is op(A) in column-major order, a k-major B tile is
+// op(B) in row-major order.
+template <bool TA, bool TB, bool VEC>
+__global__ void __launch_bounds__(tc::THREADS, 1)
+    gemm_tf32_kernel(int M, int N, int K, float alpha, const float* __restrict__ A, int64_t lda,
+                     int64_t sa, const float* __restrict__ B, int64_t ldb, int64_t sb, float beta,
+                     float* __restrict__ C, int64_t ldc, int64_t sc) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+  namespace wmma = nvcuda::wmma;
+  using TileA = tc::Tile<TA>;
+  using TileB = tc::Tile<!TB>;
+  using LayoutA = std::conditional_t<TA, wmma::col_major, wmma::row_major>;
+  using LayoutB = std::conditional_t<TB, wmma::col_major, wmma::row_major>;
+  // [A buffer 0 | A buffer 1 | B buffer 0 | B buffer 1]; after the main loop the
+  // first 8 * 16 * LDE floats are reused as the warps' epilogue scratch.
+  __shared__ __align__(32) float smem[2 * TileA::SIZE + 2 * TileB::SIZE];
+  static_assert(8 * 16 * tc::LDE <= 2 * TileA::SIZE + 2 * TileB::SIZE, "epilogue scratch");
+  float* As = smem;
+  float* Bs = smem + 2 * TileA::SIZE;
+
+  A += blockIdx.z * sa;
+  B += blockIdx.z * sb;
+  C += blockIdx.z * sc;
+  const int m0 = blockIdx.y * tc::BM, n0 = blockIdx.x * tc::BN;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int wm = warp / 4, wn = warp % 4;  // warp sub-tile rows wm*64, cols wn*32
+
+  tc::TcLoader<TA, VEC> la(tid);
+  tc::TcLoader<!TB, VEC> lb(tid);
+  // (outer, inner) of each stored operand: k-major tiles have k outer.
+  auto load = [&](int k0) {
+    if constexpr (TA) la.load(A, lda, k0, K, m0, M);
+    else la.load(A, lda, m0, M, k0, K);
+    if constexpr (!TB) lb.load(B, ldb, k0, K, n0, N);
+    else lb.load(B, ldb, n0, N, k0, K);
+  };
+
+  wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc[tc::FM][tc::FN];
+#pragma unroll
+  for (int i = 0; i < tc::FM; ++i)
+#pragma unroll
+    for (int j = 0; j < tc::FN; ++j) wmma::fill_fragment(acc[i][j], 0.f);
+
+  const int ktiles = (K + tc::BK - 1) / tc::BK;
+  if (ktiles > 0) {
+    load(0);
+    la.store(As);
+    lb.store(Bs);
+  }
+  __syncthreads();
+
+  for (int kt = 0; kt < ktiles; ++kt) {
+    const int cur = kt & 1;
+    const bool more = kt + 1 < ktiles;
+    if (more) load((kt + 1) * tc::BK);  // global -> registers, overlapping the MMAs
+    const float* Ac = As + cur * TileA::SIZE;
+    const float* Bc = Bs + cur * TileB::SIZE;
+#pragma unroll
+    for (int kk = 0; kk < tc::BK; kk += 8) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, LayoutA> fa[tc::FM];
+      wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, LayoutB> fb[tc::FN];
+#pragma unroll
+      for (int i = 0; i < tc::FM; ++i)
+        wmma::load_matrix_sync(fa[i], TileA::at(Ac, wm * tc::WM + 16 * i, kk), TileA::LD);
+#pragma unroll
+      for (int j = 0; j < tc::FN; ++j)
+        wmma::load_matrix_sync(fb[j], TileB::at(Bc, wn * tc::WN + 16 * j, kk), TileB::LD);
+#pragma unroll
+      for (int i = 0; i < tc::FM; ++i)
+#pragma unroll
+        for (int j = 0; j < tc::FN; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
+    }
+    if (more) {  // the other buffer was last read in iteration kt-1, before the barrier
+      la.store(As + (cur ^ 1) * TileA::SIZE);
+      lb.store(Bs + (cur ^ 1) * TileB::SIZE);
+    }
+    __syncthreads();
+  }
+
+  // Epilogue (all tile reads finished at the last barrier): each warp stages one
+  // 16x16 fragment at a time; lane covers column lane % 16, rows lane / 16 + 2 t.
+  float* scratch = smem + warp * 16 * tc::LDE;
+  const int lc = lane % 16, lr = lane / 16;
+#pragma unroll
+  for (int i = 0; i < tc::FM; ++i) {
+#pragma unroll
+    for (int j = 0; j < tc::FN; ++j) {
+      wmma::store_matrix_sync(scratch, acc[i][j], tc::LDE, wmma::mem_row_major);
+      __syncwarp();
+      const int col = n0 + wn * tc::WN + 16 * j + lc;
+#pragma unroll
+      for (int t = 0; t < 8; ++t) {
+        const int r = lr + 2 * t, row = m0 + wm * tc::WM + 16 * i + r;
+        if (row < M && col < N) {
+          const float v = scratch[r * tc::LDE + lc];
+          float& c = C[int64_t(row) * ldc + col];
+          c = beta == 0.f ? alpha * v : alpha * v + beta * c;
+        }
+      }
+      __syncwarp();  // the next store_matrix_sync overwrites the scratch
+    }
+  }
+#else
+  __trap();  // unreachable: the host refuses devices below sm_80 (check_tf32_device)
+#endif
+}
+
+template <bool VEC>
+void launch_tf32(bool ta, bool tb, dim3 grid, int M, int N, int K, float alpha, const float* A,
+                 int64_t lda, int64_t sa, const float* B, int64_t ldb, int64_t sb, float beta,
+                 float* C, int64_t ldc, int64_t sc) {
+  cudaStream_t s = mn::cuda::stream();
+#define MN_GEMM_LAUNCH(TA, TB)                                                              \
+  gemm_tf32_kernel<TA, TB, VEC><<<grid, tc::THREADS, 0, s>>>(M, N, K, alpha, A, lda, sa, B, \
+                                                             ldb, sb, beta, C, ldc, sc);    \
+  CUDA_CHECK_LAUNCH("gemm_tf32_kernel")
+  if (!ta && !tb) {
+    MN_GEMM_LAUNCH(false, false);
+  } else if (!ta && tb) {
+    MN_GEMM_LAUNCH(false, true);
+  } else if (ta && !tb) {
+    MN_GEMM_LAUNCH(true, false);
+  } else {
+    MN_GEMM_LAUNCH(true, true);
+  }
+#undef MN_GEMM_LAUNCH
+}
+
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 template <typename T, bool VEC>
@@ -270,6 +497,12 @@ void gemm_cuda_impl(const char* op, bool ta, bool tb, int64_t batch, int64_t M, 
   MN_CHECK(ldc >= std::max<int64_t>(1, N), op, ": ldc=", ldc, " < N=", N);
   if (batch == 0 || M == 0 || N == 0) return;
   const CudaGemmVariant variant = cuda_gemm_variant();
+  // TF32 only ever changes float: explicitly selected, or the default Tiled with
+  // allow_tf32() on. Naive stays the FP32 oracle.
+  const bool tf32 = std::is_same<T, float>::value &&
+                    (variant == CudaGemmVariant::TensorCoreTF32 ||
+                     (variant == CudaGemmVariant::Tiled && allow_tf32()));
+  if (tf32) check_tf32_device(op);
   const bool vec = can_vectorise(ta, tb, M, N, K, A, lda, sa, B, ldb, sb, C, ldc, sc);
   constexpr int64_t kMaxZ = 65535;
   for (int64_t b0 = 0; b0 < batch; b0 += kMaxZ) {
@@ -285,6 +518,18 @@ void gemm_cuda_impl(const char* op, bool ta, bool tb, int64_t batch, int64_t M, 
       gemm_naive_kernel<T><<<grid, block, 0, mn::cuda::stream()>>>(
           ta, tb, int(M), int(N), int(K), alpha, Ab, lda, sa, Bb, ldb, sb, beta, Cb, ldc, sc);
       CUDA_CHECK_LAUNCH("gemm_naive_kernel");
+    } else if (tf32) {
+      if constexpr (std::is_same<T, float>::value) {
+        const dim3 grid(static_cast<unsigned>((N + tc::BN - 1) / tc::BN),
+                        static_cast<unsigned>((M + tc::BM - 1) / tc::BM), nb);
+        MN_CHECK(grid.y <= 65535, op, ": M=", M, " too large for one launch");
+        if (vec)
+          launch_tf32<true>(ta, tb, grid, int(M), int(N), int(K), alpha, Ab, lda, sa, Bb, ldb, sb,
+                            beta, Cb, ldc, sc);
+        else
+          launch_tf32<false>(ta, tb, grid, int(M), int(N), int(K), alpha, Ab, lda, sa, Bb, ldb, sb,
+                             beta, Cb, ldc, sc);
+      }
     } else {
       const dim3 grid(static_cast<unsigned>((N + BN - 1) / BN),
                       static_cast<unsigned>((M + BM - 1) / BM), nb);
@@ -302,6 +547,26 @@ void gemm_cuda_impl(const char* op, bool ta, bool tb, int64_t batch, int64_t M, 
 }
 
 }  // namespace
+
+void check_tf32_device(const char* op) {
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  // Compute capability as major * 10 + minor, 0 = not asked yet (devices >= 64 are not cached).
+  static std::atomic<int> cache[64] = {};
+  int cc = dev >= 0 && dev < 64 ? cache[dev].load() : 0;
+  if (cc == 0) {
+    int major = 0, minor = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    cc = major * 10 + minor;
+    if (dev >= 0 && dev < 64) cache[dev].store(cc);
+  }
+  MN_CHECK(cc >= 80, op,
+           ": the TF32 tensor-core kernels need compute capability >= 8.0, but CUDA device ", dev,
+           " is ", cc / 10, ".", cc % 10,
+           "; turn TF32 off (set_allow_tf32(false), MN_ALLOW_TF32 unset)"
+           " or select another GEMM variant");
+}
 
 template <typename T>
 void gemm_cuda(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
