@@ -15,8 +15,11 @@
 //                        threads (2 on the shared machine), steady-clock manual time.
 // Counters: images_per_s = 3B / mean time per iteration; best_images_per_s from
 // the fastest iteration (the shared 2-core machine is noisy; compare with the
-// reference's min_ms). Before timing, one step is checked: the loss is
-// finite and the step changed the weights.
+// reference's min_ms). GPU cases also report tflops (the convolutions' and the
+// dense layer's multiply-adds, train_macs_per_image, x2 per mean iteration time),
+// peak_tflops and share_of_peak (FP32, or TF32 for the Tf32 case; sm_80/sm_90).
+// Before timing, one step is checked: the loss is finite and the step changed
+// the weights.
 // Reference: bench/references/koch_train_torch.py (the same iteration in PyTorch),
 //   /usr/bin/python3 bench/references/koch_train_torch.py --device cpu --batch 4 --threads 2
 #include <benchmark/benchmark.h>
@@ -117,6 +120,43 @@ void BM_TrainStepCpu(benchmark::State& st) {
   st.SetLabel("cpu, float32, global loss, Adam");
 }
 
+// Multiply-adds per image of one training iteration of the width-1 Koch branch
+// (105x105 input): per convolution and the dense layer, the forward pass, the
+// weight gradient and (except for the first convolution, whose input needs no
+// gradient) the input gradient, each K*C*R*S*P*Q (dense: 9216*4096) MACs.
+// Pooling, activations, the loss and Adam are left out (memory-bound, small).
+double train_macs_per_image() {
+  struct L { double K, C, R, P; };
+  const L convs[4] = {{64, 1, 10, 96}, {128, 64, 7, 42}, {128, 128, 4, 18}, {256, 128, 4, 6}};
+  double macs = 0;
+  for (int i = 0; i < 4; ++i) {
+    const L& l = convs[i];
+    macs += l.K * l.C * l.R * l.R * l.P * l.P * (i == 0 ? 2 : 3);
+  }
+  return macs + 9216.0 * 4096.0 * 3;
+}
+
+#ifdef MN_WITH_CUDA
+// Peak FLOP/s of the current device from its SM count and (boost) clock: FP32
+// FLOP per SM per clock (2 x 64 lanes on sm_80, 2 x 128 on sm_90) or dense TF32
+// tensor-core FLOP per SM per clock (1024 on sm_80, 2048 on sm_90): A100 19.5 /
+// 156 TFLOP/s, H100 SXM 67 / 535 at 1.98 GHz. 0 (no share reported) for other
+// architectures, whose per-SM rates differ between products.
+double device_peak_flops(bool tf32) {
+  int dev = 0, sms = 0, khz = 0, major = 0, minor = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  const int cc = major * 10 + minor;
+  double per_sm_clk = 0;
+  if (cc == 80) per_sm_clk = tf32 ? 1024 : 128;
+  if (cc == 90) per_sm_clk = tf32 ? 2048 : 256;
+  return per_sm_clk * sms * khz * 1e3;
+}
+#endif
+
 void train_step_gpu(benchmark::State& st, bool tf32) {
 #ifdef MN_WITH_CUDA
   if (!cuda_available()) {
@@ -150,6 +190,13 @@ void train_step_gpu(benchmark::State& st, bool tf32) {
   }
   st.counters["images_per_s"] = 3.0 * B * static_cast<double>(st.iterations()) / total_s;
   st.counters["best_images_per_s"] = 3.0 * B / best_s;  // fastest iteration: robust on a shared machine
+  // Achieved FLOP/s of the convolutions and the dense layer, and their share of the
+  // device's peak (FP32 lanes, or TF32 tensor cores when TF32 is on).
+  const double flops = 2.0 * train_macs_per_image() * 3.0 * B * static_cast<double>(st.iterations()) / total_s;
+  st.counters["tflops"] = flops / 1e12;
+  const double peak = device_peak_flops(tf32);
+  st.counters["peak_tflops"] = peak / 1e12;
+  if (peak > 0) st.counters["share_of_peak"] = flops / peak;
   st.SetLabel(device_name(dev) + (tf32 ? ", float32 with TF32 tensor cores" : ", float32") +
               ", global loss, Adam");
   });
