@@ -26,8 +26,8 @@ CpuGemmVariant cpu_gemm_variant();
 void set_cuda_gemm_variant(CudaGemmVariant v);
 CudaGemmVariant cuda_gemm_variant();
 
-// TF32 tensor cores for float32 on CUDA (like PyTorch's
-// torch.backends.cudnn.allow_tf32 / torch.backends.cuda.matmul.allow_tf32).
+// TF32 tensor cores for float32 on CUDA (like PyTorch's allow_tf32 switches for
+// convolutions and matrix products).
 // When on, the float32 CUDA GEMM (Tiled -> TensorCoreTF32) and the implicit-GEMM
 // conv2d (forward, backward-data, backward-weight; algo Default or Gemm) round
 // every input element to TF32 -- a 10-bit mantissa, relative error up to 2^-11 --
