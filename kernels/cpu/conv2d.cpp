@@ -7,9 +7,9 @@
 // Images are spread over the thread pool in contiguous chunks (one column buffer
 // per thread; the GEMM inside then runs serially because parallel_for does not
 // nest). With a single image the GEMM itself is parallel instead. Backward-weight
-// accumulates one partial per chunk and sums them in chunk order: repeatable run
-// to run for a given thread count (the chunk boundaries, and so the rounding of
-// the float sum, depend on the number of threads).
+// accumulates one partial per chunk of images and sums them in chunk order; its
+// chunks are fixed (min(N, 16), not one per thread), so the rounding of the sum,
+// and the result, is the same for any number of threads.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -93,6 +93,16 @@ T* scratch(int64_t n) {
   if (static_cast<int64_t>(buf.size()) < n) buf.resize(static_cast<size_t>(n));
   return buf.data();
 }
+
+// Backward-weight's per-chunk partial sums (a buffer separate from scratch(),
+// which the calling thread also uses for its im2col columns).
+template <typename T>
+T* weight_partials(int64_t n) {
+  thread_local std::vector<T> buf;
+  if (static_cast<int64_t>(buf.size()) < n) buf.resize(static_cast<size_t>(n));
+  return buf.data();
+}
+constexpr int64_t kWeightGradChunks = 16;
 
 // Runs fn(first_image, end_image) over `chunks` contiguous image ranges, in parallel.
 template <typename F>
@@ -266,16 +276,21 @@ void conv2d_backward_weight_cpu(const Conv2dGeom& g, const T* x, const T* dy, T*
                   n == n0 ? T(0) : T(1), out, CRS);
     }
   };
-  const int64_t chunks = num_chunks(g.N);
-  if (chunks == 1) return images(0, g.N, dw);
-  std::vector<T> partial(static_cast<size_t>((chunks - 1) * KCRS));
+  // Thread-count independent: the chunks do not depend on num_threads() (with one
+  // thread they simply run one after another).
+  const int64_t chunks = std::min<int64_t>(g.N, kWeightGradChunks);
+  if (chunks <= 1) return images(0, g.N, dw);
+  T* partial = weight_partials<T>((chunks - 1) * KCRS);
   for_image_chunks(g.N, chunks, [&](int64_t ci, int64_t n0, int64_t n1) {
-    images(n0, n1, ci == 0 ? dw : partial.data() + (ci - 1) * KCRS);
+    images(n0, n1, ci == 0 ? dw : partial + (ci - 1) * KCRS);
   });
-  for (int64_t ci = 1; ci < chunks; ++ci) {
-    const T* src = partial.data() + (ci - 1) * KCRS;
-    for (int64_t i = 0; i < KCRS; ++i) dw[i] += src[i];
-  }
+  // dw += partial[0] + partial[1] + ..., in chunk order for every element.
+  parallel_for(0, KCRS, 16384, [&](int64_t i0, int64_t i1) {
+    for (int64_t ci = 1; ci < chunks; ++ci) {
+      const T* src = partial + (ci - 1) * KCRS;
+      for (int64_t i = i0; i < i1; ++i) dw[i] += src[i];
+    }
+  });
 }
 
 template <typename T>

@@ -37,6 +37,7 @@
 #include "experiments/common/omniglot_study.h"
 #include "nn/checkpoint.h"
 #include "nn/models/koch.h"
+#include "runtime/parallel.h"
 #include "runtime/rng.h"
 #include "tests/common/test_util.h"
 
@@ -400,6 +401,21 @@ TEST_P(MidEpochResume, StopsAnywhereAndResumesExactly) {
 
 INSTANTIATE_TEST_SUITE_P(BothStudies, MidEpochResume, ::testing::Values(StudyKind::Triplet, StudyKind::Siamese),
                          [](const auto& info) { return info.param == StudyKind::Triplet ? "Triplet" : "Siamese"; });
+
+// A CPU run gives the same weights, RNG states and metrics for any thread count
+// (every CPU kernel's reductions run in an order that does not depend on it).
+TEST(OmniglotStudy, CpuRunIndependentOfThreadCount) {
+  const int saved = mn::num_threads();
+  TempDir a("thr1"), b("thr3"), cache("cache");
+  const std::vector<std::string> common = {"--iters", "3", "--batch", "6", "--val-triplets", "12", "--val-tasks",
+                                           "6", "--lr", "1e-3", "--seed", "9", "--epochs", "1", "--dropout", "0.1"};
+  mn::set_num_threads(1);
+  ASSERT_EQ(run_study(StudyKind::Triplet, base_args(a.str(), cache.str()) + common).rc, 0);
+  mn::set_num_threads(3);
+  ASSERT_EQ(run_study(StudyKind::Triplet, base_args(b.str(), cache.str()) + common).rc, 0);
+  mn::set_num_threads(saved);
+  expect_same_run(a.path, b.path);
+}
 
 // ------------------------------------------ candidate order invariance --
 // Scores one-shot tasks on the synthetic evaluation set with a TripletNet's

@@ -11,6 +11,7 @@
 #include "autograd/gradcheck.h"
 #include "autograd/ops_conv.h"
 #include "kernels/conv2d.h"
+#include "runtime/parallel.h"
 #include "tests/common/test_util.h"
 
 namespace mn {
@@ -159,6 +160,34 @@ TEST(Conv2dKernel, GemmBackwardMatchesDirectFloat32) {
     EXPECT_TRUE(test::all_close(kernels::conv2d_backward_weight(dy, x, c.w, pd),
                                 kernels::conv2d_backward_weight(dy, x, c.w, pg), 1e-5, 1e-5));
   }
+}
+
+// The CPU passes give bit-identical results for any thread count (backward-weight
+// sums its image chunks in a fixed order over fixed chunks): 1, 2, 3 and 5
+// threads, batch 23 (chunks of unequal size), float32 where rounding shows.
+TEST(Conv2dKernel, CpuResultsIndependentOfThreadCount) {
+  const int saved = num_threads();
+  const Shape xs{23, 3, 13, 11}, ws{5, 3, 3, 4};
+  Conv2dParams p;
+  p.stride_h = 2, p.pad_w = 1;
+  Tensor x = test::rand(xs, -1, 1, DType::F32, Device::cpu(), 20);
+  Tensor w = test::rand(ws, -1, 1, DType::F32, Device::cpu(), 21);
+  std::vector<float> y1, dx1, dw1;
+  for (int threads : {1, 2, 3, 5}) {
+    set_num_threads(threads);
+    Tensor y = kernels::conv2d_forward(x, w, Tensor(), p);
+    Tensor dy = test::rand(y.shape(), -1, 1, DType::F32, Device::cpu(), 22);
+    std::vector<float> yv = y.to_vector<float>(), dxv = kernels::conv2d_backward_data(dy, w, xs, p).to_vector<float>(),
+                       dwv = kernels::conv2d_backward_weight(dy, x, ws, p).to_vector<float>();
+    if (threads == 1) {
+      y1 = yv, dx1 = dxv, dw1 = dwv;
+      continue;
+    }
+    EXPECT_EQ(yv, y1) << threads << " threads: forward";
+    EXPECT_EQ(dxv, dx1) << threads << " threads: backward-data";
+    EXPECT_EQ(dwv, dw1) << threads << " threads: backward-weight";
+  }
+  set_num_threads(saved);
 }
 
 // ---- gradcheck through the tape --------------------------------------------------
