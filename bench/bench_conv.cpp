@@ -234,9 +234,12 @@ void time_gpu(benchmark::State& state, F&& fn, double flops) {
 }
 #endif
 
-void BM_ConvGpuOurs(benchmark::State& state) {
+// Ours on the GPU, FP32 or on TF32 tensor cores (the process-wide switch, set for
+// this benchmark only).
+void conv_gpu_ours(benchmark::State& state, bool tf32) {
   if (!have_gpu(state)) return;
 #ifdef MN_WITH_CUDA
+  kernels::Tf32Scope tf32_scope(tf32);
   bench::guard(state, [&] {
   const int layer = int(state.range(0));
   const Pass pass = Pass(state.range(1));
@@ -245,34 +248,16 @@ void BM_ConvGpuOurs(benchmark::State& state) {
   Tensor out = run_ours(c, pass, Conv2dAlgo::Gemm);
   // Writes into fresh tensors from the caching allocator: no cudaMalloc in the loop.
   time_gpu(state, [&] { out = run_ours(c, pass, Conv2dAlgo::Gemm); }, kernels::conv2d_flops(c.g));
-  state.SetLabel(std::string("ours layer") + std::to_string(layer + 1) + " " + kPassName[pass] + " N=150 " +
-                 device_name(Device::cuda()));
+  state.SetLabel(std::string(tf32 ? "ours tf32 layer" : "ours layer") + std::to_string(layer + 1) + " " +
+                 kPassName[pass] + " N=150 " + device_name(Device::cuda()));
   });
+#else
+  (void)tf32;
 #endif
 }
+void BM_ConvGpuOurs(benchmark::State& state) { conv_gpu_ours(state, false); }
+void BM_ConvGpuOursTf32(benchmark::State& state) { conv_gpu_ours(state, true); }
 BENCHMARK(BM_ConvGpuOurs)->ArgsProduct({{0, 1, 2, 3}, {0, 1, 2}})->UseManualTime()->Unit(benchmark::kMillisecond);
-
-// The same with TF32 tensor cores (the process-wide switch, restored afterwards).
-void BM_ConvGpuOursTf32(benchmark::State& state) {
-  if (!have_gpu(state)) return;
-#ifdef MN_WITH_CUDA
-  struct Tf32On {
-    bool saved = kernels::allow_tf32();
-    Tf32On() { kernels::set_allow_tf32(true); }
-    ~Tf32On() { kernels::set_allow_tf32(saved); }
-  } tf32_on;
-  bench::guard(state, [&] {
-  const int layer = int(state.range(0));
-  const Pass pass = Pass(state.range(1));
-  if (!validated(state, layer, pass, Device::cuda())) return;
-  ConvData c = make_data(layer, kGpuBatch, Device::cuda());
-  Tensor out = run_ours(c, pass, Conv2dAlgo::Gemm);
-  time_gpu(state, [&] { out = run_ours(c, pass, Conv2dAlgo::Gemm); }, kernels::conv2d_flops(c.g));
-  state.SetLabel(std::string("ours tf32 layer") + std::to_string(layer + 1) + " " + kPassName[pass] +
-                 " N=150 " + device_name(Device::cuda()));
-  });
-#endif
-}
 BENCHMARK(BM_ConvGpuOursTf32)->ArgsProduct({{0, 1, 2, 3}, {0, 1, 2}})->UseManualTime()->Unit(benchmark::kMillisecond);
 
 #ifdef MN_HAVE_CUDNN

@@ -244,6 +244,7 @@ void gpu_bench_body(benchmark::State& st, int64_t M, int64_t N, int64_t K, Run r
 
 void BM_gpu_ours(benchmark::State& st, int64_t M, int64_t N, int64_t K) {
   mn::kernels::set_cuda_gemm_variant(mn::kernels::CudaGemmVariant::Tiled);
+  mn::kernels::Tf32Scope fp32(false);  // FP32 even when MN_ALLOW_TF32=1 is set
   gpu_bench(st, M, N, K, run_ours);
 }
 void BM_gpu_ours_naive(benchmark::State& st, int64_t M, int64_t N, int64_t K) {
@@ -256,11 +257,9 @@ void BM_gpu_cublas(benchmark::State& st, int64_t M, int64_t N, int64_t K) {
 }
 // TF32 as a training run would use it: the switch on, the default variant.
 void BM_gpu_ours_tf32(benchmark::State& st, int64_t M, int64_t N, int64_t K) {
-  const bool saved = mn::kernels::allow_tf32();
   mn::kernels::set_cuda_gemm_variant(mn::kernels::CudaGemmVariant::Tiled);
-  mn::kernels::set_allow_tf32(true);
+  mn::kernels::Tf32Scope tf32(true);
   gpu_bench(st, M, N, K, run_ours, true);
-  mn::kernels::set_allow_tf32(saved);
 }
 void BM_gpu_cublas_tf32(benchmark::State& st, int64_t M, int64_t N, int64_t K) {
   gpu_bench(st, M, N, K, run_cublas_tf32, true);

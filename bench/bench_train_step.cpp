@@ -163,12 +163,7 @@ void train_step_gpu(benchmark::State& st, bool tf32) {
     st.SkipWithError("no CUDA device");
     return;
   }
-  // The TF32 switch for this benchmark only (restored on every exit path).
-  struct Tf32Scope {
-    bool saved = kernels::allow_tf32();
-    explicit Tf32Scope(bool on) { kernels::set_allow_tf32(on); }
-    ~Tf32Scope() { kernels::set_allow_tf32(saved); }
-  } tf32_scope(tf32);
+  kernels::Tf32Scope tf32_scope(tf32);  // this benchmark only, restored on every exit path
   bench::guard(st, [&] {
   const int64_t B = st.range(0);
   Device dev = Device::cuda();

@@ -39,6 +39,19 @@ CudaGemmVariant cuda_gemm_variant();
 void set_allow_tf32(bool on);
 bool allow_tf32();
 
+// Sets the TF32 switch for a scope and restores the previous setting on exit
+// (benchmarks and tests that compare both settings).
+class Tf32Scope {
+ public:
+  explicit Tf32Scope(bool on) : saved_(allow_tf32()) { set_allow_tf32(on); }
+  ~Tf32Scope() { set_allow_tf32(saved_); }
+  Tf32Scope(const Tf32Scope&) = delete;
+  Tf32Scope& operator=(const Tf32Scope&) = delete;
+
+ private:
+  bool saved_;
+};
+
 #ifdef MN_WITH_CUDA
 // Throws (naming `op` and the device) unless the current CUDA device can run the
 // TF32 kernels (compute capability >= 8.0). Cached per device; defined in gemm.cu.

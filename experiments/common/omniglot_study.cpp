@@ -596,8 +596,9 @@ int train(Study& st) {
       return "--time-limit " + json_number(time_limit) + " s";
     return "";
   };
-  auto save_progress = [&](int64_t epoch, int64_t done, const EpochSums& sums) {
-    nn::Metadata md = st.metadata(epoch - 1, best, best_epoch);
+  // Checkpoint metadata after `epochs_done` epochs and `done` iterations of the next.
+  auto progress_metadata = [&](int64_t epochs_done, int64_t done, const EpochSums& sums) {
+    nn::Metadata md = st.metadata(epochs_done, best, best_epoch);
     md["iter"] = std::to_string(done);
     md["partial.loss"] = exact_text(sums.loss);
     md["partial.active"] = exact_text(sums.active);
@@ -606,10 +607,10 @@ int train(Study& st) {
     md["partial.train_seconds"] = exact_text(sums.train_s);
     md["train_seconds_total"] = exact_text(total_train_s);
     md["last_val_seconds"] = exact_text(last_val_s);
-    nn::save_checkpoint(last, st.model(), st.opt.get(), md);
+    return md;
   };
   auto stop_now = [&](int64_t epoch, int64_t done, const EpochSums& sums, const std::string& why) {
-    save_progress(epoch, done, sums);
+    nn::save_checkpoint(last, st.model(), st.opt.get(), progress_metadata(epoch - 1, done, sums));
     std::printf("\nstopped: %s, at epoch %lld after %lld of %lld iterations%s. The progress is saved in %s; "
                 "continue with the same command and --resume.\n", why.c_str(), static_cast<long long>(epoch),
                 static_cast<long long>(done), static_cast<long long>(iters),
@@ -684,10 +685,7 @@ int train(Study& st) {
                 iters * imgs_per_iter / train_s);
     std::fflush(stdout);
     const auto save_start = std::chrono::steady_clock::now();
-    nn::Metadata md = st.metadata(epoch, best, best_epoch);
-    md["iter"] = "0";
-    md["train_seconds_total"] = exact_text(total_train_s);
-    md["last_val_seconds"] = exact_text(last_val_s);
+    const nn::Metadata md = progress_metadata(epoch, 0, EpochSums{});
     nn::save_checkpoint(last, st.model(), st.opt.get(), md);
     if (improved) nn::save_checkpoint(best_path, st.model(), nullptr, md);
     save_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - save_start).count();

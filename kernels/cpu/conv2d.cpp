@@ -86,22 +86,16 @@ inline bool is_pointwise(const Conv2dGeom& g) {
   return g.R == 1 && g.S == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
 }
 
-// Per-thread scratch, reused across calls (grows, never shrinks).
-template <typename T>
+// Per-thread scratch, reused across calls (grows, never shrinks). Slot 0 holds
+// im2col columns; slot 1 backward-weight's per-chunk partial sums (the calling
+// thread also fills columns while it owns the partials).
+template <typename T, int Slot = 0>
 T* scratch(int64_t n) {
   thread_local std::vector<T> buf;
   if (static_cast<int64_t>(buf.size()) < n) buf.resize(static_cast<size_t>(n));
   return buf.data();
 }
 
-// Backward-weight's per-chunk partial sums (a buffer separate from scratch(),
-// which the calling thread also uses for its im2col columns).
-template <typename T>
-T* weight_partials(int64_t n) {
-  thread_local std::vector<T> buf;
-  if (static_cast<int64_t>(buf.size()) < n) buf.resize(static_cast<size_t>(n));
-  return buf.data();
-}
 constexpr int64_t kWeightGradChunks = 16;
 
 // Runs fn(first_image, end_image) over `chunks` contiguous image ranges, in parallel.
@@ -280,7 +274,7 @@ void conv2d_backward_weight_cpu(const Conv2dGeom& g, const T* x, const T* dy, T*
   // thread they simply run one after another).
   const int64_t chunks = std::min<int64_t>(g.N, kWeightGradChunks);
   if (chunks <= 1) return images(0, g.N, dw);
-  T* partial = weight_partials<T>((chunks - 1) * KCRS);
+  T* partial = scratch<T, 1>((chunks - 1) * KCRS);
   for_image_chunks(g.N, chunks, [&](int64_t ci, int64_t n0, int64_t n1) {
     images(n0, n1, ci == 0 ? dw : partial + (ci - 1) * KCRS);
   });

@@ -426,25 +426,28 @@ __global__ void __launch_bounds__(tc::THREADS, 1)
 #endif
 }
 
+// Calls launch(TA, TB) with the transposes as compile-time constants
+// (std::bool_constant), for the kernels templated on them.
+template <typename F>
+void with_transposes(bool ta, bool tb, F&& launch) {
+  using T0 = std::false_type;
+  using T1 = std::true_type;
+  if (!ta && !tb) launch(T0{}, T0{});
+  else if (!ta) launch(T0{}, T1{});
+  else if (!tb) launch(T1{}, T0{});
+  else launch(T1{}, T1{});
+}
+
 template <bool VEC>
 void launch_tf32(bool ta, bool tb, dim3 grid, int M, int N, int K, float alpha, const float* A,
                  int64_t lda, int64_t sa, const float* B, int64_t ldb, int64_t sb, float beta,
                  float* C, int64_t ldc, int64_t sc) {
-  cudaStream_t s = mn::cuda::stream();
-#define MN_GEMM_LAUNCH(TA, TB)                                                              \
-  gemm_tf32_kernel<TA, TB, VEC><<<grid, tc::THREADS, 0, s>>>(M, N, K, alpha, A, lda, sa, B, \
-                                                             ldb, sb, beta, C, ldc, sc);    \
-  CUDA_CHECK_LAUNCH("gemm_tf32_kernel")
-  if (!ta && !tb) {
-    MN_GEMM_LAUNCH(false, false);
-  } else if (!ta && tb) {
-    MN_GEMM_LAUNCH(false, true);
-  } else if (ta && !tb) {
-    MN_GEMM_LAUNCH(true, false);
-  } else {
-    MN_GEMM_LAUNCH(true, true);
-  }
-#undef MN_GEMM_LAUNCH
+  with_transposes(ta, tb, [&](auto TA, auto TB) {
+    gemm_tf32_kernel<decltype(TA)::value, decltype(TB)::value, VEC>
+        <<<grid, tc::THREADS, 0, mn::cuda::stream()>>>(M, N, K, alpha, A, lda, sa, B, ldb, sb, beta, C,
+                                                       ldc, sc);
+    CUDA_CHECK_LAUNCH("gemm_tf32_kernel");
+  });
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
@@ -453,21 +456,11 @@ template <typename T, bool VEC>
 void launch_tiled(bool ta, bool tb, dim3 grid, int M, int N, int K, T alpha, const T* A,
                   int64_t lda, int64_t sa, const T* B, int64_t ldb, int64_t sb, T beta, T* C,
                   int64_t ldc, int64_t sc) {
-  cudaStream_t s = mn::cuda::stream();
-#define MN_GEMM_LAUNCH(TA, TB)                                                              \
-  gemm_tiled_kernel<T, TA, TB, VEC>                                                         \
-      <<<grid, THREADS, 0, s>>>(M, N, K, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc); \
-  CUDA_CHECK_LAUNCH("gemm_tiled_kernel")
-  if (!ta && !tb) {
-    MN_GEMM_LAUNCH(false, false);
-  } else if (!ta && tb) {
-    MN_GEMM_LAUNCH(false, true);
-  } else if (ta && !tb) {
-    MN_GEMM_LAUNCH(true, false);
-  } else {
-    MN_GEMM_LAUNCH(true, true);
-  }
-#undef MN_GEMM_LAUNCH
+  with_transposes(ta, tb, [&](auto TA, auto TB) {
+    gemm_tiled_kernel<T, decltype(TA)::value, decltype(TB)::value, VEC>
+        <<<grid, THREADS, 0, mn::cuda::stream()>>>(M, N, K, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc);
+    CUDA_CHECK_LAUNCH("gemm_tiled_kernel");
+  });
 }
 
 // The float4 path needs 16-byte aligned rows and contiguous extents that are

@@ -311,6 +311,28 @@ TEST(OmniglotStudy, CheckpointRoundTripGivesBitIdenticalEmbeddings) {
 }
 
 // ---------------------------------------------------------------- resume --
+// Both runs end with the same weights, optimizer state, RNG states and metrics
+// (timings aside).
+void expect_same_run(const fs::path& a, const fs::path& b) {
+  mn::nn::SafetensorsFile fa = mn::nn::read_safetensors((a / "last.safetensors").string());
+  mn::nn::SafetensorsFile fb = mn::nn::read_safetensors((b / "last.safetensors").string());
+  ASSERT_EQ(fa.tensors.size(), fb.tensors.size());
+  for (const auto& [name, ta] : fa.tensors) {
+    auto it = fb.tensors.find(name);
+    ASSERT_NE(it, fb.tensors.end()) << name;
+    ASSERT_EQ(ta.shape(), it->second.shape()) << name;
+    ASSERT_EQ(ta.dtype(), it->second.dtype()) << name;
+    EXPECT_EQ(0, std::memcmp(ta.contiguous().raw_data(), it->second.contiguous().raw_data(), ta.nbytes()))
+        << "tensor " << name << " differs between the two runs";
+  }
+  for (const char* k : {"epoch", "rng.sample.offset", "rng.loader.offset", "rng.dropout.offset", "best_epoch"})
+    EXPECT_EQ(fa.metadata.at(k), fb.metadata.at(k)) << k;
+  auto la = read_lines((a / "metrics.jsonl").string()), lb = read_lines((b / "metrics.jsonl").string());
+  ASSERT_EQ(la.size(), lb.size());
+  const std::vector<std::string> timing = {"train_seconds", "val_seconds", "images_per_second"};
+  for (size_t i = 0; i < la.size(); ++i) EXPECT_EQ(without_fields(la[i], timing), without_fields(lb[i], timing));
+}
+
 TEST(OmniglotStudy, ResumeEqualsUninterruptedRun) {
   TempDir a("resA"), b("resB"), cache("cache");
   const std::vector<std::string> common = {"--iters", "3", "--batch", "4", "--val-triplets", "12",
@@ -323,52 +345,16 @@ TEST(OmniglotStudy, ResumeEqualsUninterruptedRun) {
   ASSERT_EQ(run_study(StudyKind::Triplet, base_args(b.str(), cache.str()) + common +
                                               std::vector<std::string>{"--epochs", "2", "--resume"}).rc, 0);
 
-  mn::nn::SafetensorsFile fa = mn::nn::read_safetensors(a / "last.safetensors");
-  mn::nn::SafetensorsFile fb = mn::nn::read_safetensors(b / "last.safetensors");
-  ASSERT_EQ(fa.tensors.size(), fb.tensors.size());
-  for (const auto& [name, ta] : fa.tensors) {
-    auto it = fb.tensors.find(name);
-    ASSERT_NE(it, fb.tensors.end()) << name;
-    const mn::Tensor& tb = it->second;
-    ASSERT_EQ(ta.shape(), tb.shape()) << name;
-    ASSERT_EQ(ta.dtype(), tb.dtype()) << name;
-    EXPECT_EQ(0, std::memcmp(ta.contiguous().raw_data(), tb.contiguous().raw_data(), ta.nbytes()))
-        << "tensor " << name << " differs between the resumed and the uninterrupted run";
-  }
-  // Optimizer state and step counts are among those tensors; the RNG states too.
-  EXPECT_EQ(fa.metadata.at("rng.sample.offset"), fb.metadata.at("rng.sample.offset"));
-  EXPECT_EQ(fa.metadata.at("epoch"), "2");
-
-  auto la = read_lines(a / "metrics.jsonl"), lb = read_lines(b / "metrics.jsonl");
-  ASSERT_EQ(la.size(), 2u);
-  ASSERT_EQ(lb.size(), 2u);
-  const std::vector<std::string> timing = {"train_seconds", "val_seconds", "images_per_second"};
-  for (size_t i = 0; i < 2; ++i) EXPECT_EQ(without_fields(la[i], timing), without_fields(lb[i], timing));
+  // Optimizer state and step counts are among the compared tensors; the RNG states too.
+  expect_same_run(a.path, b.path);
+  EXPECT_EQ(mn::nn::read_safetensors(a / "last.safetensors").metadata.at("epoch"), "2");
+  EXPECT_EQ(read_lines(a / "metrics.jsonl").size(), 2u);
 }
 
 // A run stopped mid-epoch (--time-limit before its first iteration, then
 // --stop-after inside an epoch, resumed each time) ends with exactly the weights,
 // optimizer state, RNG states and metrics of an uninterrupted run; every stop
 // exits with status 3 and leaves a checkpoint.
-void expect_same_run(const fs::path& a, const fs::path& b) {
-  mn::nn::SafetensorsFile fa = mn::nn::read_safetensors((a / "last.safetensors").string());
-  mn::nn::SafetensorsFile fb = mn::nn::read_safetensors((b / "last.safetensors").string());
-  ASSERT_EQ(fa.tensors.size(), fb.tensors.size());
-  for (const auto& [name, ta] : fa.tensors) {
-    auto it = fb.tensors.find(name);
-    ASSERT_NE(it, fb.tensors.end()) << name;
-    ASSERT_EQ(ta.shape(), it->second.shape()) << name;
-    EXPECT_EQ(0, std::memcmp(ta.contiguous().raw_data(), it->second.contiguous().raw_data(), ta.nbytes()))
-        << "tensor " << name << " differs between the resumed and the uninterrupted run";
-  }
-  for (const char* k : {"epoch", "rng.sample.offset", "rng.loader.offset", "rng.dropout.offset", "best_epoch"})
-    EXPECT_EQ(fa.metadata.at(k), fb.metadata.at(k)) << k;
-  auto la = read_lines((a / "metrics.jsonl").string()), lb = read_lines((b / "metrics.jsonl").string());
-  ASSERT_EQ(la.size(), lb.size());
-  const std::vector<std::string> timing = {"train_seconds", "val_seconds", "images_per_second"};
-  for (size_t i = 0; i < la.size(); ++i) EXPECT_EQ(without_fields(la[i], timing), without_fields(lb[i], timing));
-}
-
 class MidEpochResume : public ::testing::TestWithParam<StudyKind> {};
 
 TEST_P(MidEpochResume, StopsAnywhereAndResumesExactly) {
