@@ -17,40 +17,8 @@
 #                  bash tools/gpu_run.sh   (again, at once, to continue: see step 4)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-OUT="${OUT:-gpu_out}"
-mkdir -p "$OUT"
-LOG="$OUT/run.log"
-G=.gpu
-say() { echo "$*" | tee -a "$LOG"; }
-
-# Shared libraries: the staged ones (libbenchmark; OpenBLAS + libgfortran packed
-# as lib/libs.tar.xz), then wherever this machine keeps CUDA, cuBLAS and cuDNN
-# (the binaries' RUNPATH is this build machine's /usr/local/cuda/lib).
-libdirs="$PWD/$G/lib"
-if [[ -f $G/lib/libs.tar.xz ]]; then
-  mkdir -p /tmp/mn_gpu_lib
-  if tar -C /tmp/mn_gpu_lib -xJf $G/lib/libs.tar.xz 2>/dev/null ||
-     python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" \
-       $G/lib/libs.tar.xz /tmp/mn_gpu_lib; then
-    libdirs="$libdirs:/tmp/mn_gpu_lib"
-  fi
-fi
-for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
-  [[ -d $d ]] && libdirs="$libdirs:$d"
-done
-while read -r d; do
-  libdirs="$libdirs:$d"
-done < <(find /usr/local /opt /usr/lib -maxdepth 9 \( -name 'libcudnn.so.9' -o -name 'libcublas.so.13' \
-           -o -name 'libcudart.so.13' \) -printf '%h\n' 2>/dev/null | sort -u)
-export LD_LIBRARY_PATH="$libdirs:${LD_LIBRARY_PATH:-}"
-
-if [[ -f $G/omniglot.tgz ]]; then
-  mkdir -p /tmp/mn_data && tar -C /tmp/mn_data -xzf $G/omniglot.tgz && export MN_DATA_DIR=/tmp/mn_data
-fi
+source tools/gpu_env.sh
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$LOG"
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr ' ' '-')
-gpu=${gpu:-gpu}
-date=$(date +%F)
 for b in $G/mn_tests_* $G/bench_* $G/omniglot_*; do
   [[ -x $b ]] || continue
   missing=$(ldd "$b" 2>&1 | grep "not found")

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Prepares a GPU session (H100/H200): builds for sm_90 here and stages stripped
 # binaries in .gpu/ (keep it out of git: `echo /.gpu/ >> .git/info/exclude`).
-#   tools/gpu_stage.sh tests|bench|study [--with-data]
-# stages one group (all three together exceed the device tool's 64 MiB carry
-# limit: about 38 MB of tests, 34 MB of benchmarks, 18 MB for the study). Then, on
-# the GPU machine, from the repository root with .gpu carried:
+#   tools/gpu_stage.sh tests|bench|study|all [--with-data]
+# stages one group as plain files (all three together exceed the device tool's 64
+# MiB carry limit: about 38 MB of tests, 34 MB of benchmarks, 18 MB for the study),
+# or `all` of them packed with xz as .gpu/bin.tar.xz (about 13 MB; unpacked to /tmp
+# on the GPU machine by tools/gpu_env.sh). Then, on the GPU machine, from the
+# repository root with .gpu carried:
 #   bash tools/gpu_run.sh      (runs whatever is staged; knobs in its header)
+#   bash tools/gpu_session.sh start|check|finish   (all --with-data: a whole session)
 # A second argument --with-data (`tools/gpu_stage.sh tests --with-data`) also packs
 # the Omniglot folder (about 5 MB compressed) so the real-data tests, bench_data's
 # GPU cases and the experiments can run there.
@@ -18,14 +21,20 @@ case "$what" in
   tests) pattern="build-gpu/tests/mn_tests_*" ;;
   bench) pattern="build-gpu/bench/bench_*" ;;
   study) pattern="build-gpu/experiments/omniglot_*" ;;
-  *) echo "usage: tools/gpu_stage.sh tests|bench|study [--with-data]" >&2; exit 2 ;;
+  all) pattern="build-gpu/tests/mn_tests_* build-gpu/bench/bench_* build-gpu/experiments/omniglot_*" ;;
+  *) echo "usage: tools/gpu_stage.sh tests|bench|study|all [--with-data]" >&2; exit 2 ;;
 esac
 rm -rf .gpu && mkdir -p .gpu/lib
+dest=.gpu
+[[ "$what" == all ]] && dest=.gpu/bin && mkdir -p "$dest"
 for b in $pattern; do
-  [[ -x "$b" && -f "$b" ]] && strip -o ".gpu/$(basename "$b")" "$b"
+  [[ -x "$b" && -f "$b" ]] && strip -o "$dest/$(basename "$b")" "$b"
 done
+if [[ "$what" == all ]]; then
+  tar -C "$dest" -cJf .gpu/bin.tar.xz . && rm -rf "$dest"
+fi
 cp -L /usr/lib/x86_64-linux-gnu/libbenchmark.so.1debian .gpu/lib/
-if [[ "$what" == bench ]]; then
+if [[ "$what" == bench || "$what" == all ]]; then
   # bench_gemm links OpenBLAS (36 MB, with libgfortran and libquadmath), which the
   # GPU machine lacks: packed with xz (about 5 MB); gpu_run.sh unpacks it to /tmp.
   mkdir -p .gpu/lib/pack
@@ -41,5 +50,10 @@ if [[ "${2:-}" == "--with-data" ]]; then
   done
   [[ -n "$root" ]] || { echo "gpu_stage: Omniglot not found (set MN_DATA_DIR)" >&2; exit 1; }
   tar -C "$root" -czf .gpu/omniglot.tgz omniglot
+  # The packed-image cache (about 2.4 MB with xz), so the runs skip decoding PNGs.
+  cache="${MN_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/metricnet}"
+  if [[ -f "$cache/omniglot_images_background.mnpack" ]]; then
+    tar -C "$cache" -cJf .gpu/cache.tar.xz omniglot_images_background.mnpack omniglot_images_evaluation.mnpack
+  fi
 fi
 du -sh .gpu
