@@ -38,6 +38,8 @@ done < <(find /usr/local /opt /usr/lib -maxdepth 9 \( -name 'libcudnn.so.9' -o -
            -o -name 'libcudart.so.13' \) -printf '%h\n' 2>/dev/null | sort -u)
 export LD_LIBRARY_PATH="$libdirs:${LD_LIBRARY_PATH:-}"
 
+[[ -d /usr/local/cuda/bin ]] && export PATH="$PATH:/usr/local/cuda/bin"   # compute-sanitizer
+
 # Omniglot (gpu_stage.sh ... --with-data) and, with `all`, the packed-image cache.
 if [[ -f .gpu/omniglot.tgz ]]; then
   [[ -f /tmp/mn_data/.unpacked ]] || { mn_untar .gpu/omniglot.tgz /tmp/mn_data && touch /tmp/mn_data/.unpacked; }
