@@ -190,6 +190,7 @@ finish)
     python3 -c "import sys; from safetensors.torch import load_file; t = load_file(sys.argv[1]); \
 print(len(t), 'tensors;', ', '.join(f'{k} {tuple(v.shape)}' for k, v in sorted(t.items())[:4]))" "$one" 2>&1 | tee -a "$LOG"
   fi
+  python3 tools/study_table.py "$runs_dir"/*/ 2>&1 | tee -a "$LOG"
   snapshot
   ;;
 *)
