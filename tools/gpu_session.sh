@@ -5,9 +5,9 @@
 # then, each with `.gpu` carried:
 #   bash tools/gpu_session.sh start   the training-step benchmark, ours vs PyTorch, on a
 #                                     quiet GPU; bench_conv; the TF32 parity tests; then
-#                                     launches the study runs in the background (setsid),
-#                                     each stopping resumably after STUDY_SECONDS; then the
-#                                     GPU tests of every binary while they train
+#                                     launches the study queues in the background (setsid),
+#                                     all stopping resumably STUDY_SECONDS after the launch;
+#                                     then the GPU tests of every binary while they train
 #   bash tools/gpu_session.sh check   compute-sanitizer memcheck and racecheck on the GPU
 #                                     tests while the runs train (CHECK_SECONDS in all)
 #   bash tools/gpu_session.sh finish  waits for the runs (SIGTERM, a resumable stop, once
