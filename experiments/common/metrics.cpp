@@ -67,7 +67,7 @@ bool plot_png(const std::string& png, const std::string& title, const std::strin
   std::ostringstream g;
   g << "set terminal pngcairo size 900,540 noenhanced\nset output '" << png << "'\n"
     << "set title '" << title << "'\nset xlabel '" << xlabel << "'\nset ylabel '" << ylabel << "'\n"
-    << "set grid\nset key bottom right\n";
+    << "set grid\nset key outside below horizontal\n";  // below the axes: never over a curve
   if (!y2label.empty()) g << "set y2label '" << y2label << "'\nset y2tics\nset ytics nomirror\n";
   g << "plot ";
   for (size_t s = 0; s < series.size(); ++s) {
