@@ -27,23 +27,32 @@ void max_pool2d_forward_cpu(const Pool2dGeom& g, const T* x, T* y, int32_t* argm
     T* yp = y + plane * g.P * g.Q;
     int32_t* ap = argmax + plane * g.P * g.Q;
     if (k2) {
-      for (int64_t p = 0; p < g.P; ++p)
+      // A tournament, (a vs b) and (c vs d), then the two winners: the same result
+      // as scanning the window in the order a b / c d (the first maximum wins, the
+      // first NaN wins). Only the comparisons are data-dependent; they become
+      // integers, the winner is picked by index (a load), so the compiler emits no
+      // branches (float selects compiled to branches ran 4x slower on random data).
+      const int W = static_cast<int>(g.W);
+      for (int64_t p = 0; p < g.P; ++p) {
+        const T* r0 = xp + 2 * p * g.W;
+        const T* r1 = r0 + g.W;
+        T* yr = yp + p * g.Q;
+        int32_t* ar = ap + p * g.Q;
+        const int32_t base = static_cast<int32_t>(2 * p * g.W);
         for (int64_t q = 0; q < g.Q; ++q) {
-          // Branch-free selects (random data makes compare branches unpredictable).
-          const int32_t i0 = static_cast<int32_t>(2 * p * g.W + 2 * q);
-          int32_t best = i0;
-          T m = xp[i0];
-          const int32_t idx[3] = {i0 + 1, i0 + static_cast<int32_t>(g.W),
-                                  i0 + static_cast<int32_t>(g.W) + 1};
-          for (int t = 0; t < 3; ++t) {
-            const T v = xp[idx[t]];
-            const bool take = (v > m) | ((v != v) & (m == m));  // v != v: NaN wins
-            m = take ? v : m;
-            best = take ? idx[t] : best;
-          }
-          yp[p * g.Q + q] = m;
-          ap[p * g.Q + q] = best;
+          const T* w0 = r0 + 2 * q;
+          const T* w1 = r1 + 2 * q;
+          // Take the later value v over the earlier m iff v > m or v is NaN, unless
+          // m is NaN: !(v <= m) && m == m (both comparisons are false with a NaN).
+          const int tb = int(!(w0[1] <= w0[0])) & int(w0[0] == w0[0]);
+          const int td = int(!(w1[1] <= w1[0])) & int(w1[0] == w1[0]);
+          const T mab = w0[tb], mcd = w1[td];
+          const int tl = int(!(mcd <= mab)) & int(mab == mab);
+          const int off = tb + tl * (W + td - tb);  // arithmetic, not a select: no branch
+          yr[q] = w0[off];
+          ar[q] = base + static_cast<int32_t>(2 * q) + off;
         }
+      }
       return;
     }
     for (int64_t p = 0; p < g.P; ++p) {

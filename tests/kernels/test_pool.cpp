@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -81,6 +82,51 @@ TEST(PoolKernel, ForwardMatchesLoops) {
       const int64_t plane = y.size(2) * y.size(3);
       for (size_t i = 0; i < av.size(); ++i)
         ASSERT_EQ(xv[(i / plane) * 63 + av[i]], yv[i]) << "output " << i;
+    }
+}
+
+// Ties and NaNs (values drawn from {0, 1, 2, NaN}): the 2x2 / stride 2 fast path and
+// the general path both keep the first maximum in row-major window order, and the
+// first NaN of a window wins; checked against a scan written here, with odd sizes.
+TEST(PoolKernel, MaxPoolTiesAndNaNsFollowTheDocumentedOrder) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::mt19937_64 rng(17);
+  for (DType dt : {DType::F32, DType::F64})
+    for (const Pool2dParams& p : {pp(2, 2, 2, 2, 0, 0), pp(3, 3, 2, 2, 1, 1)}) {
+      const int64_t N = 2, C = 3, H = 11, W = 9;
+      std::vector<double> v(static_cast<size_t>(N * C * H * W));
+      for (double& x : v) {
+        const int r = static_cast<int>(rng() % 8);  // 1 in 8 NaN, the rest 0, 1, 2
+        x = r == 7 ? nan : double(r % 3);
+      }
+      Tensor x = Tensor::from_vector(v, {N, C, H, W}).to(dt);
+      auto [y, am] = kernels::max_pool2d_forward(x, p);
+      const auto yv = y.to_double_vector();
+      const auto av = am.to_vector<int32_t>();
+      const int64_t P = y.size(2), Q = y.size(3), sh = p.stride_h, sw = p.stride_w;
+      int64_t nan_windows = 0, tie_windows = 0;
+      for (int64_t nc = 0; nc < N * C; ++nc)
+        for (int64_t i = 0; i < P; ++i)
+          for (int64_t j = 0; j < Q; ++j) {
+            int64_t best = -1, ties = 0;
+            double m = 0;
+            for (int64_t r = 0; r < p.kernel_h; ++r)
+              for (int64_t t = 0; t < p.kernel_w; ++t) {
+                const int64_t h = i * sh - p.pad_h + r, w = j * sw - p.pad_w + t;
+                if (h < 0 || h >= H || w < 0 || w >= W) continue;
+                const double e = v[static_cast<size_t>((nc * H + h) * W + w)];
+                if (best >= 0 && e == m) ++ties;
+                if (best < 0 || (!std::isnan(m) && (e > m || std::isnan(e)))) best = h * W + w, m = e, ties = 0;
+              }
+            nan_windows += std::isnan(m);
+            tie_windows += ties > 0;
+            const size_t o = static_cast<size_t>((nc * P + i) * Q + j);
+            ASSERT_EQ(av[o], best) << "output " << o;
+            if (std::isnan(m)) ASSERT_TRUE(std::isnan(yv[o])) << "output " << o;
+            else ASSERT_EQ(yv[o], m) << "output " << o;
+          }
+      EXPECT_GT(nan_windows, 10);  // the data exercises both rules
+      EXPECT_GT(tie_windows, 10);
     }
 }
 
