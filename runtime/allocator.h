@@ -1,4 +1,4 @@
-// Memory: 64-byte aligned CPU buffers and a CUDA caching allocator.
+// Memory: 64-byte aligned CPU buffers (large ones cached) and a CUDA caching allocator.
 //
 // The caching allocator keeps freed device blocks in per-size free lists and hands
 // them out again, so the steady state of a training loop (the same sizes every
@@ -15,9 +15,24 @@
 
 namespace mn {
 
-// 64-byte aligned, never null for nbytes > 0 (throws mn::Error on failure).
+// 64-byte aligned, never null (throws mn::Error on failure). cpu_free takes the
+// nbytes the block was allocated with. Blocks of at least 1 MiB are rounded up to
+// 64 KiB and, when freed, kept in a cache for the next request of the same rounded
+// size, up to MN_CPU_CACHE_MB megabytes in all (default 512; 0 turns the cache
+// off, e.g. for valgrind or AddressSanitizer to see use-after-free). Smaller
+// blocks go straight to the C library.
 void* cpu_alloc(size_t nbytes);
-void cpu_free(void* p) noexcept;
+void cpu_free(void* p, size_t nbytes) noexcept;
+
+struct CpuAllocatorStats {
+  size_t bytes_cached = 0;     // held in the cache, ready for reuse
+  uint64_t requests = 0;       // allocations of cacheable size (>= 1 MiB)
+  uint64_t cache_hits = 0;     // of those, served from the cache
+};
+CpuAllocatorStats cpu_allocator_stats();
+void cpu_empty_cache();                  // every cached block back to the C library
+size_t cpu_cache_limit();
+void set_cpu_cache_limit(size_t bytes);  // 0: no caching; a lower limit empties the cache
 
 struct AllocatorStats {
   size_t bytes_in_use = 0;       // handed out to tensors now

@@ -35,7 +35,7 @@ Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device
 }
 
 Storage::~Storage() {
-  if (device_.is_cpu()) cpu_free(data_);
+  if (device_.is_cpu()) cpu_free(data_, nbytes_);
   else cuda::device_free(data_, device_.index);
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstring>
 #include <numeric>
 
 #include "runtime/allocator.h"
@@ -16,8 +17,69 @@ TEST(CpuAlloc, AlignedTo64) {
   for (size_t n : {1, 3, 64, 1000, 4097}) {
     void* p = cpu_alloc(n);
     EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
-    cpu_free(p);
+    cpu_free(p, n);
   }
+}
+
+// Large CPU blocks are reused: a loop of the same sizes allocates fresh memory
+// only in its first round; small blocks and a zero limit bypass the cache.
+TEST(CpuAlloc, LargeBlocksAreReusedWithinTheLimit) {
+  const size_t saved = cpu_cache_limit();
+  set_cpu_cache_limit(size_t(64) << 20);
+  cpu_empty_cache();
+  const size_t big = (size_t(3) << 20) + 123;  // rounded up to a 64 KiB multiple
+  void* first = cpu_alloc(big);
+  std::memset(first, 1, big);
+  cpu_free(first, big);
+  const CpuAllocatorStats s0 = cpu_allocator_stats();
+  EXPECT_EQ(s0.bytes_cached, (big + 65535) / 65536 * 65536);
+  for (int round = 0; round < 5; ++round) {
+    void* p = cpu_alloc(big);
+    EXPECT_EQ(p, first) << "round " << round;  // the one cached block comes back
+    cpu_free(p, big);
+  }
+  const CpuAllocatorStats s1 = cpu_allocator_stats();
+  EXPECT_EQ(s1.cache_hits - s0.cache_hits, 5u);
+  EXPECT_EQ(s1.requests - s0.requests, 5u);
+  // Another size is not served from this block; small blocks never touch the cache.
+  void* other = cpu_alloc(size_t(2) << 20);
+  EXPECT_NE(other, first);
+  void* small = cpu_alloc(1000);
+  cpu_free(small, 1000);
+  EXPECT_EQ(cpu_allocator_stats().requests - s1.requests, 1u);
+  cpu_free(other, size_t(2) << 20);
+  // The limit caps what is kept: with room for one 3 MiB block, the second is freed.
+  set_cpu_cache_limit(size_t(4) << 20);  // lower than what is cached: empties the cache
+  EXPECT_EQ(cpu_allocator_stats().bytes_cached, 0u);
+  void* a = cpu_alloc(big);
+  void* b = cpu_alloc(big);
+  cpu_free(a, big);
+  cpu_free(b, big);
+  EXPECT_EQ(cpu_allocator_stats().bytes_cached, (big + 65535) / 65536 * 65536);
+  set_cpu_cache_limit(0);  // off
+  EXPECT_EQ(cpu_allocator_stats().bytes_cached, 0u);
+  void* c = cpu_alloc(big);
+  cpu_free(c, big);
+  EXPECT_EQ(cpu_allocator_stats().bytes_cached, 0u);
+  set_cpu_cache_limit(saved);
+}
+
+// Tensors go through the cache: a training-like loop of the same shapes reuses
+// its blocks, and every reused block holds what the new tensor is given.
+TEST(CpuAlloc, TensorsReuseCachedBlocks) {
+  const size_t saved = cpu_cache_limit();
+  set_cpu_cache_limit(size_t(256) << 20);
+  cpu_empty_cache();
+  const CpuAllocatorStats s0 = cpu_allocator_stats();
+  for (int step = 0; step < 4; ++step) {
+    Tensor x = Tensor::full({512, 1024}, float(step));  // 2 MiB
+    Tensor y = Tensor::zeros({512, 1024});
+    for (float v : x.to_vector<float>()) ASSERT_EQ(v, float(step));
+    for (float v : y.to_vector<float>()) ASSERT_EQ(v, 0.f);
+  }
+  const CpuAllocatorStats s1 = cpu_allocator_stats();
+  EXPECT_GE(s1.cache_hits - s0.cache_hits, 6u);  // steps 1..3 reuse both blocks
+  set_cpu_cache_limit(saved);
 }
 
 TEST(Parallel, CoversRangeExactlyOnce) {
