@@ -26,7 +26,10 @@ size_t env_size_mb(const char* name, size_t fallback) {
   if (!v || !*v) return fallback;
   char* end = nullptr;
   const unsigned long long mb = std::strtoull(v, &end, 10);
-  return end && *end == '\0' ? size_t(mb) << 20 : fallback;
+  if (end && *end == '\0' && *v != '-') return size_t(mb) << 20;
+  std::fprintf(stderr, "[mn] %s='%s' is not a whole number of megabytes: using %zu\n", name, v,
+               fallback >> 20);
+  return fallback;
 }
 
 // Freed CPU blocks of at least 1 MiB, by size (rounded up to 64 KiB), for exact
