@@ -22,7 +22,8 @@
 # name:binary:flags joined by '+' that run one after another, all stopping resumably
 # STUDY_SECONDS (1200) after the launch (a run is not started with under
 # MIN_RUN_SECONDS, 120, left); START_SECONDS (540) for the whole start call; TF32 (auto:
-# --tf32 when the TF32 parity tests pass; 1; 0); CHECK_SECONDS (540); FINISH_SECONDS (480).
+# --tf32 when the TF32 parity tests pass; 1; 0); CHECK_SECONDS (540); FINISH_SECONDS (480);
+# STUDY_DEVICE (cuda; cpu for a dry run of the script with tiny RUNS on a machine without a GPU).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 source tools/gpu_env.sh
