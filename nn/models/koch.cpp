@@ -1,5 +1,5 @@
-// Koch branch, triplet net and siamese net (see koch.h).
-#include "nn/models/koch.h"
+// Koch et al.'s branch (see koch_branch.h).
+#include "nn/models/koch_branch.h"
 
 #include <cmath>
 
@@ -110,104 +110,6 @@ std::vector<Variable> KochBranch::dense_parameters() const {
   std::vector<Variable> out{dense_->weight()};
   if (dense_->bias().defined()) out.push_back(dense_->bias());
   return out;
-}
-
-// ------------------------------------------------------------ TripletNet ---
-TripletNet::TripletNet(const KochBranchOptions& o, TripletShare share, Generator& g) : share_(share) {
-  branch_ = register_module("branch", std::make_shared<KochBranch>(o, g));
-  if (share == TripletShare::DisjointAnchor)
-    anchor_branch_ = register_module("anchor_branch", std::make_shared<KochBranch>(o, g));
-}
-
-Variable TripletNet::embed_anchor(const Variable& x) {
-  KochBranch& b = anchor_branch_ ? *anchor_branch_ : *branch_;
-  b.train(is_training());
-  return b.forward(x);
-}
-
-Variable TripletNet::embed_candidate(const Variable& x) {
-  branch_->train(is_training());
-  return branch_->forward(x);
-}
-
-std::vector<Variable> TripletNet::embed_triplets(const Variable& a, const Variable& p, const Variable& n) {
-  int64_t N = a.size(0);
-  if (share_ == TripletShare::Full) {
-    Variable e = embed_candidate(ag::concat({a, p, n}, 0));
-    return {ag::narrow(e, 0, 0, N), ag::narrow(e, 0, N, N), ag::narrow(e, 0, 2 * N, N)};
-  }
-  Variable ea = embed_anchor(a);
-  Variable e = embed_candidate(ag::concat({p, n}, 0));
-  return {ea, ag::narrow(e, 0, 0, N), ag::narrow(e, 0, N, N)};
-}
-
-std::vector<ParamGroup> TripletNet::param_groups(double lr, double conv_decay, double dense_decay) const {
-  ParamGroup conv, dense;
-  conv.name = "conv";
-  dense.name = "dense";
-  conv.lr = dense.lr = lr;
-  conv.weight_decay = conv_decay;
-  dense.weight_decay = dense_decay;
-  for (auto* b : {branch_.get(), anchor_branch_.get()}) {
-    if (!b) continue;
-    for (auto& v : b->conv_parameters()) conv.params.push_back(v);
-    for (auto& v : b->dense_parameters()) dense.params.push_back(v);
-  }
-  return {conv, dense};
-}
-
-// ------------------------------------------------------------ SiameseNet ---
-SiameseNet::SiameseNet(const KochBranchOptions& o, Generator& g) {
-  branch_ = register_module("branch", std::make_shared<KochBranch>(o, g));
-  LinearOptions lo(o.embedding, 1);
-  lo.dtype = o.dtype;
-  lo.device = o.device;
-  head_ = register_module("head", std::make_shared<Linear>(lo, g));
-  init_normal(head_->weight(), 0.0, o.init.dense_w_std, g);
-  init_normal(head_->bias(), o.init.dense_b_mean, o.init.dense_b_std, g);
-}
-
-std::vector<Variable> SiameseNet::embed_pairs(const Variable& x1, const Variable& x2) {
-  int64_t N = x1.size(0);
-  branch_->train(is_training());
-  Variable e = branch_->forward(ag::concat({x1, x2}, 0));
-  return {ag::narrow(e, 0, 0, N), ag::narrow(e, 0, N, N)};
-}
-
-Variable SiameseNet::logits(const Variable& e1, const Variable& e2) {
-  Variable z = head_->forward(ag::abs_diff(e1, e2));  // (N, 1)
-  return ag::reshape(z, {e1.size(0)});
-}
-
-std::vector<ParamGroup> SiameseNet::param_groups(double lr, double momentum,
-                                                 const std::vector<double>& decays) const {
-  MN_CHECK(decays.size() == 6, "SiameseNet::param_groups: expected 6 decays (conv1..4, dense, head), got ",
-           decays.size());
-  std::vector<ParamGroup> groups;
-  auto named = branch_->named_parameters();
-  const char* names[5] = {"conv1", "conv2", "conv3", "conv4", "dense"};
-  for (int i = 0; i < 5; ++i) {
-    ParamGroup g;
-    g.name = names[i];
-    g.lr = lr;
-    g.momentum = momentum;
-    g.weight_decay = decays[i];
-    std::string prefix = std::string(names[i]) + ".";
-    for (auto& [n, v] : named)
-      if (n.rfind(prefix, 0) == 0) g.params.push_back(v);
-    if (i < 3)  // batch-norm after pool i belongs to that conv layer's group
-      for (auto& [n, v] : named)
-        if (n.rfind("bn" + std::to_string(i + 1) + ".", 0) == 0) g.params.push_back(v);
-    groups.push_back(g);
-  }
-  ParamGroup head;
-  head.name = "head";
-  head.lr = lr;
-  head.momentum = momentum;
-  head.weight_decay = decays[5];
-  head.params = {head_->weight(), head_->bias()};
-  groups.push_back(head);
-  return groups;
 }
 
 }  // namespace mn::nn

@@ -1,0 +1,171 @@
+// Miner modules (nn/miners/miner.h) against the kernels they wrap, and the
+// Objective (nn/objective.h) against the hand-composed distance -> miner -> loss.
+#include <gtest/gtest.h>
+
+#include "autograd/ops.h"
+#include "nn/objective.h"
+#include "tests/common/test_util.h"
+
+using namespace mn;
+using namespace mn::nn;
+
+namespace {
+Tensor pk_labels(int64_t P, int64_t K) {
+  std::vector<int64_t> v;
+  for (int64_t i = 0; i < P * K; ++i) v.push_back(i % P);
+  return Tensor::from_vector(v, {P * K});
+}
+void expect_same_index(const Tensor& a, const Tensor& b) {
+  ASSERT_EQ(a.defined(), b.defined());
+  if (!a.defined()) return;
+  EXPECT_EQ(a.shape(), b.shape());
+  EXPECT_EQ(a.to_vector<int64_t>(), b.to_vector<int64_t>());
+}
+}  // namespace
+
+TEST(Miners, ModulesMatchKernels) {
+  Tensor e = test::randn({12, 5}, DType::F64, Device::cpu(), 3);
+  Tensor labels = pk_labels(4, 3);
+  Tensor dist = kernels::pairwise_distance_matrix(e, true);
+  MinerConfig cfg;
+  cfg.margin = 0.5;
+  cfg.k = 2;
+  using K = kernels::MinerKind;
+  struct Case {
+    const char* name;
+    K kind;
+    bool violating;
+    kernels::SemiHardFallback fb;
+    kernels::KMiner km;
+  };
+  const Case cases[] = {
+      {"all-triplets", K::AllTriplets, false, kernels::SemiHardFallback::Drop, kernels::KMiner::BH},
+      {"violating-triplets", K::AllTriplets, true, kernels::SemiHardFallback::Drop, kernels::KMiner::BH},
+      {"batch-hard", K::BatchHard, false, kernels::SemiHardFallback::Drop, kernels::KMiner::BH},
+      {"semi-hard", K::SemiHard, false, kernels::SemiHardFallback::Drop, kernels::KMiner::BH},
+      {"semi-hard-or-hardest", K::SemiHard, false, kernels::SemiHardFallback::Hardest, kernels::KMiner::BH},
+      {"random-violating", K::RandomViolating, false, kernels::SemiHardFallback::Drop, kernels::KMiner::BH},
+      {"random-semi-hard", K::RandomSemiHard, false, kernels::SemiHardFallback::Drop, kernels::KMiner::BH},
+      {"k-bsh", K::KTriplets, false, kernels::SemiHardFallback::Drop, kernels::KMiner::BSH},
+      {"k-ns", K::KTriplets, false, kernels::SemiHardFallback::Drop, kernels::KMiner::NS},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    kernels::MinerParams p;
+    p.kind = c.kind;
+    p.margin = 0.5;
+    p.only_violating = c.violating;
+    p.fallback = c.fb;
+    p.kminer = c.km;
+    p.k = 2;
+    Generator g1(5), g2(5);
+    kernels::MinedTriplets want = kernels::mine_triplets(dist, labels, p, &g1);
+    auto m = make_miner(c.name, cfg);
+    EXPECT_EQ(m->output(), TupleKind::Triplets);
+    Mined got = m->mine(dist, labels, &g2);
+    EXPECT_EQ(got.kind, TupleKind::Triplets);
+    expect_same_index(want.triplets, got.triplets);
+    expect_same_index(want.pairs, got.pairs);
+    EXPECT_EQ(got.count(), want.triplets.size(0));
+    EXPECT_EQ(g1.offset(), g2.offset());
+  }
+  for (auto [name, neg] : {std::pair{"pairs-random", kernels::PairNegatives::Random},
+                           std::pair{"pairs-hard-negative", kernels::PairNegatives::Hardest}}) {
+    SCOPED_TRACE(name);
+    Generator g1(6), g2(6);
+    kernels::MinedPairs want = kernels::mine_pairs(dist, labels, neg, &g1);
+    Mined got = make_miner(name)->mine(dist, labels, &g2);
+    EXPECT_EQ(got.kind, TupleKind::Pairs);
+    expect_same_index(want.pairs, got.pairs);
+    expect_same_index(want.is_pos, got.is_pos);
+  }
+}
+
+TEST(Miners, AllPairs) {
+  Tensor labels = Tensor::from_vector(std::vector<int64_t>{3, 1, 3, 2, 1}, {5});
+  Mined m = make_miner("all-pairs")->mine(Tensor::zeros({5, 5}, DType::F32), labels);
+  ASSERT_EQ(m.count(), 10);
+  auto p = m.pairs.to_vector<int64_t>();
+  auto pos = m.is_pos.to_vector<int64_t>();
+  auto lv = labels.to_vector<int64_t>();
+  int64_t k = 0;
+  for (int64_t i = 0; i < 5; ++i)
+    for (int64_t j = i + 1; j < 5; ++j, ++k) {
+      EXPECT_EQ(p[2 * k], i);
+      EXPECT_EQ(p[2 * k + 1], j);
+      EXPECT_EQ(pos[k], lv[i] == lv[j] ? 1 : 0) << i << "," << j;
+    }
+}
+
+TEST(Objective, MatchesHandComposition) {
+  Tensor x = test::randn({12, 5}, DType::F64, Device::cpu(), 8);
+  Tensor labels = pk_labels(4, 3);
+  // By hand: squared distances -> batch-hard -> Schroff (mean).
+  Variable e1(x, true);
+  kernels::MinerParams mp;
+  mp.kind = kernels::MinerKind::BatchHard;
+  auto mined = kernels::mine_triplets(kernels::pairwise_distance_matrix(x, true), labels, mp);
+  TripletLossOptions o;
+  o.margin = 0.3;
+  LossOutput want = triplet_loss(e1, mined.triplets, o);
+  want.loss.backward();
+  // Through the objective.
+  LossConfig lc;
+  lc.margin = 0.3;
+  Objective obj = Objective::from_names("schroff", "batch-hard", lc);
+  Variable e2(x, true);
+  ObjectiveOutput got = obj(e2, labels);
+  got.loss.backward();
+  EXPECT_EQ(got.loss.data().item(), want.loss.data().item());
+  EXPECT_TRUE(test::all_close(e1.grad(), e2.grad(), 0, 0));
+  EXPECT_EQ(got.tuples, 12);
+  auto st = got.named_stats();
+  ASSERT_EQ(st.size(), 6u);
+  auto h = want.host_stats();
+  EXPECT_EQ(st[0].first, "loss");
+  EXPECT_EQ(st[0].second, h.loss);
+  EXPECT_EQ(st[1].second, h.active);
+  EXPECT_EQ(st[3].second, h.active / 12.0);
+  EXPECT_EQ(st[4].second, h.mean_pos);
+  EXPECT_EQ(st[5].second, h.mean_neg);
+}
+
+TEST(Objective, PairLossesAndMultiSimilarity) {
+  Tensor x = test::randn({9, 4}, DType::F64, Device::cpu(), 9);
+  Tensor labels = pk_labels(3, 3);
+  // Contrastive (Hadsell) over all pairs equals the pair-list loss with Y = 1 - is_pos.
+  Objective obj = Objective::from_names("contrastive-hadsell", "all-pairs");
+  Variable e(x, true);
+  auto out = obj(e, labels);
+  Mined m = obj.miner().mine(obj.mining_distance(e), labels);
+  std::vector<int64_t> y;
+  for (int64_t v : m.is_pos.to_vector<int64_t>()) y.push_back(1 - v);
+  Variable e2(x, true);
+  auto want = contrastive_loss(e2, m.pairs, Tensor::from_vector(y, {m.count()}), ContrastiveOptions{});
+  EXPECT_NEAR(out.loss.data().item(), want.loss.data().item(), 1e-15);
+  EXPECT_EQ(out.tuples, 36);
+  // Multi-similarity uses the whole batch with the "none" miner.
+  Objective ms = Objective::from_names("multi-similarity", "none");
+  Variable e3(x, true);
+  auto mo = ms(e3, labels);
+  mo.loss.backward();
+  EXPECT_EQ(mo.tuples, 9);
+  EXPECT_TRUE(std::isfinite(mo.loss.data().item()));
+  EXPECT_TRUE(e3.has_grad());
+}
+
+TEST(Objective, MismatchAndEmptyBatch) {
+  // A triplet loss needs a triplet miner.
+  EXPECT_THROW(Objective::from_names("schroff", "all-pairs"), Error);
+  EXPECT_THROW(Objective::from_names("multi-similarity", "batch-hard"), Error);
+  EXPECT_THROW(Objective::from_names("no-such-loss", "batch-hard"), Error);
+  // Every label distinct: no positive, nothing mined -> zero loss, zero gradient.
+  Objective obj = Objective::from_names("schroff", "batch-hard");
+  Variable e(test::randn({4, 3}, DType::F64, Device::cpu(), 10), true);
+  auto out = obj(e, Tensor::from_vector(std::vector<int64_t>{0, 1, 2, 3}, {4}));
+  EXPECT_EQ(out.tuples, 0);
+  EXPECT_EQ(out.loss.data().item(), 0.0);
+  out.loss.backward();
+  for (double g : e.grad().to_double_vector()) EXPECT_EQ(g, 0.0);
+  EXPECT_EQ(out.named_stats()[1].second, 0.0);
+}
