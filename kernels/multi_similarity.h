@@ -17,6 +17,10 @@
 // large alpha / beta never overflow. Its gradient is written in the same pass:
 //   dL_i/dS_ip = -exp(-alpha (S_ip - base)) / (1 + sum_p ...)   (kept p),
 //   dL_i/dS_in =  exp( beta (S_in - base)) / (1 + sum_n ...)    (kept n), 0 elsewhere.
+// The miner alone (pml's MultiSimilarityMiner, to feed other pair losses):
+// multi_similarity_mine() emits the kept ORDERED pairs (i, j), i the anchor, in
+// row-major order (i ascending, then j), with is_pos; count pass, exclusive
+// scan, fill pass, as kernels/miners.h.
 // Reduction (separate, named step): Mean over the B rows (pml's MeanReducer, the
 // default), MeanNonZero (rows with at least one kept pair) or Sum.
 // Stats (5), like kernels/losses.h: [0] reduced loss, [1] kept (active) pairs,
@@ -78,7 +82,21 @@ void multi_similarity_reduce_cpu(Reduction r, int64_t B, const MsRowOut<T>& rows
 template <typename T>
 void multi_similarity_scale_cpu(int64_t n, const T* grad, const T* grad_out, const T* stats,
                                 T* out);
+// Miner: counts (B) kept pairs per row; fill writes row i's pairs at offsets[i]:
+// pairs (P, 2), is_pos (P).
+template <typename T>
+void multi_similarity_count_cpu(double epsilon, int64_t B, const T* S, const int64_t* labels,
+                                int64_t* counts);
+template <typename T>
+void multi_similarity_fill_cpu(double epsilon, int64_t B, const T* S, const int64_t* labels,
+                               const int64_t* offsets, int64_t* pairs, int64_t* is_pos);
 #ifdef MN_WITH_CUDA
+template <typename T>
+void multi_similarity_count_cuda(double epsilon, int64_t B, const T* S, const int64_t* labels,
+                                 int64_t* counts);
+template <typename T>
+void multi_similarity_fill_cuda(double epsilon, int64_t B, const T* S, const int64_t* labels,
+                                const int64_t* offsets, int64_t* pairs, int64_t* is_pos);
 template <typename T>
 void multi_similarity_forward_cuda(const MultiSimilarityParams& P, int64_t B, const T* S,
                                    const int64_t* labels, T* grad, const MsRowOut<T>& rows);
@@ -98,6 +116,11 @@ struct MultiSimilarityResult {
 // sim (B, B) float/double, labels (B) int32/int64 on the same device.
 MultiSimilarityResult multi_similarity_terms(const MultiSimilarityParams& p, const Tensor& sim,
                                              const Tensor& labels, Reduction r);
+// The miner alone: sim (B, B), labels (B); pairs (P, 2) int64 and is_pos (P) int64.
+struct MultiSimilarityPairs {
+  Tensor pairs, is_pos;
+};
+MultiSimilarityPairs multi_similarity_mine(const Tensor& sim, const Tensor& labels, double epsilon);
 // dL/dS (B, B) of the reduced loss for the upstream gradient grad_out (one element).
 Tensor multi_similarity_grad(const MultiSimilarityResult& res, const Tensor& grad_out);
 

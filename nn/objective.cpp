@@ -21,7 +21,8 @@ Objective::Objective(std::shared_ptr<Miner> miner, std::shared_ptr<Loss> loss)
   MN_CHECK(miner_ && loss_, "Objective: a miner and a loss are required");
   MN_CHECK(miner_->output() == loss_->tuples(), "Objective: loss '", loss_->name(), "' needs ",
            tuple_kind_name(loss_->tuples()), " but miner '", miner_->name(), "' emits ",
-           tuple_kind_name(miner_->output()));
+           tuple_kind_name(miner_->output()),
+           loss_->tuples() == TupleKind::None ? " (this loss mines inside its own kernel: use miner 'none')" : "");
 }
 
 Objective Objective::from_names(const std::string& loss, const std::string& miner,
@@ -31,7 +32,7 @@ Objective Objective::from_names(const std::string& loss, const std::string& mine
 
 Tensor Objective::mining_distance(const ag::Variable& emb) const {
   const Tensor& e = emb.data();
-  switch (loss_->distance()) {
+  switch (miner_->distance().value_or(loss_->distance())) {
     case kernels::Pairwise::SqEuclidean: return kernels::pairwise_distance_matrix(e, true);
     case kernels::Pairwise::Euclidean: return kernels::pairwise_distance_matrix(e, false);
     case kernels::Pairwise::Cosine: return kernels::pairwise_distance_forward(kernels::Pairwise::Cosine, e, e).out;

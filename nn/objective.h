@@ -8,7 +8,8 @@
 //
 // The miner sees the DETACHED (B, B) distance matrix of the embeddings in the
 // loss's distance (Loss::distance(): squared L2, L2 or cosine distance), so its
-// margin is in the loss's units; the loss (whose reduction is a named step of
+// margin is in the loss's units, unless the miner needs its own
+// (Miner::distance(): cosine for the multi-similarity miner); the loss (whose reduction is a named step of
 // its fused kernel, LossConfig::reduction) consumes the mined tuples. A batch
 // where the miner finds nothing gives a zero loss that still backpropagates
 // (zero gradients), with zero stats, so a training loop needs no special case.

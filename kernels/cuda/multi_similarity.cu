@@ -1,6 +1,6 @@
 // Multi-Similarity loss on the GPU (kernels/multi_similarity.h); the CPU loop in
 // kernels/cpu/multi_similarity.cpp is its oracle and uses the same ms_math.
-// Version 1 (the only one): one warp per anchor row; lanes stride over the B
+// Version 1 (the only one): one warp per anchor row (loss and miner alike); lanes stride over the B
 // columns for the four passes of the CPU loop (thresholds, shifts, sums,
 // gradient), combining with shuffles; the reduction is one block with double
 // accumulators; the backward scale reads grad_out and the normaliser on the
@@ -31,25 +31,33 @@ __device__ __forceinline__ T wmin(T v) {
   return v;
 }
 
+// The miner's thresholds of row i over the warp (every lane gets them).
+template <typename T>
+__device__ __forceinline__ void warp_thresholds(int64_t i, int64_t B, const T* s, const int64_t* labels,
+                                                int lane, T* min_pos, T* max_neg) {
+  const T inf = T(INFINITY);
+  T lo = inf, hi = -inf;
+  for (int64_t j = lane; j < B; j += 32) {
+    if (j == i) continue;
+    if (labels[j] == labels[i]) lo = min(lo, s[j]);
+    else hi = max(hi, s[j]);
+  }
+  *min_pos = wmin(lo);
+  *max_neg = wmax(hi);
+}
+
 template <typename T>
 __global__ void ms_forward_kernel(MultiSimilarityParams P, int64_t B, const T* S,
                                   const int64_t* labels, T* grad, MsRowOut<T> o) {
   const int lane = threadIdx.x & 31;
   const int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
   const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;
-  const T inf = T(INFINITY);
   for (int64_t i = warp; i < B; i += nwarps) {
     const T* s = S + i * B;
     T* g = grad + i * B;
     const int64_t li = labels[i];
-    T min_pos = inf, max_neg = -inf;
-    for (int64_t j = lane; j < B; j += 32) {
-      if (j == i) continue;
-      if (labels[j] == li) min_pos = min(min_pos, s[j]);
-      else max_neg = max(max_neg, s[j]);
-    }
-    min_pos = wmin(min_pos);
-    max_neg = wmax(max_neg);
+    T min_pos, max_neg;
+    warp_thresholds(i, B, s, labels, lane, &min_pos, &max_neg);
     T mp = T(0), mn = T(0);
     for (int64_t j = lane; j < B; j += 32) {
       const bool same = labels[j] == li;
@@ -88,6 +96,49 @@ __global__ void ms_forward_kernel(MultiSimilarityParams P, int64_t B, const T* S
       g[j] = same ? -exp(x - mp) / sp : exp(x - mn) / sn;
     }
   }
+}
+
+// Miner: one warp per row. The fill keeps row-major order: each 32-column chunk
+// ballots its kept columns and every lane writes at base + (kept lanes below it).
+template <typename T>
+__global__ void ms_mine_kernel(MultiSimilarityParams P, int64_t B, const T* S, const int64_t* labels,
+                               int64_t* counts, const int64_t* offsets, int64_t* pairs, int64_t* is_pos) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+  const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;
+  for (int64_t i = warp; i < B; i += nwarps) {
+    const T* s = S + i * B;
+    T min_pos, max_neg;
+    warp_thresholds(i, B, s, labels, lane, &min_pos, &max_neg);
+    int64_t base = offsets ? offsets[i] : 0;
+    for (int64_t j0 = 0; j0 < B; j0 += 32) {
+      const int64_t j = j0 + lane;
+      const bool same = j < B && labels[j] == labels[i];
+      const bool keep = j < B && j != i && ms_math::kept(P, same, s[j], min_pos, max_neg);
+      const unsigned mask = __ballot_sync(0xffffffffu, keep);
+      if (offsets && keep) {
+        const int64_t k = base + __popc(mask & ((1u << lane) - 1u));
+        pairs[2 * k] = i;
+        pairs[2 * k + 1] = j;
+        is_pos[k] = same ? 1 : 0;
+      }
+      base += __popc(mask);
+    }
+    if (!offsets && lane == 0) counts[i] = base;
+  }
+}
+
+unsigned row_blocks(int64_t B) {
+  int64_t blocks = (B + kWarps - 1) / kWarps;
+  if (blocks > 65535LL * 64) blocks = 65535LL * 64;
+  return static_cast<unsigned>(blocks);
+}
+
+MultiSimilarityParams miner_params(double epsilon) {
+  MultiSimilarityParams P;
+  P.mine = true;
+  P.epsilon = epsilon;
+  return P;
 }
 
 template <typename T>
@@ -136,9 +187,7 @@ template <typename T>
 void multi_similarity_forward_cuda(const MultiSimilarityParams& P, int64_t B, const T* S,
                                    const int64_t* labels, T* grad, const MsRowOut<T>& rows) {
   if (B == 0) return;
-  int64_t blocks = (B + kWarps - 1) / kWarps;
-  if (blocks > 65535LL * 64) blocks = 65535LL * 64;
-  ms_forward_kernel<T><<<(unsigned)blocks, kWarps * 32, 0, cuda::stream()>>>(P, B, S, labels, grad, rows);
+  ms_forward_kernel<T><<<row_blocks(B), kWarps * 32, 0, cuda::stream()>>>(P, B, S, labels, grad, rows);
   CUDA_CHECK_LAUNCH("ms_forward_kernel");
 }
 
@@ -155,11 +204,32 @@ void multi_similarity_scale_cuda(int64_t n, const T* grad, const T* grad_out, co
   CUDA_CHECK_LAUNCH("ms_scale_kernel");
 }
 
+template <typename T>
+void multi_similarity_count_cuda(double epsilon, int64_t B, const T* S, const int64_t* labels,
+                                 int64_t* counts) {
+  if (B == 0) return;
+  ms_mine_kernel<T><<<row_blocks(B), kWarps * 32, 0, cuda::stream()>>>(miner_params(epsilon), B, S, labels,
+                                                                      counts, nullptr, nullptr, nullptr);
+  CUDA_CHECK_LAUNCH("ms_mine_kernel (count)");
+}
+
+template <typename T>
+void multi_similarity_fill_cuda(double epsilon, int64_t B, const T* S, const int64_t* labels,
+                                const int64_t* offsets, int64_t* pairs, int64_t* is_pos) {
+  if (B == 0) return;
+  ms_mine_kernel<T><<<row_blocks(B), kWarps * 32, 0, cuda::stream()>>>(miner_params(epsilon), B, S, labels,
+                                                                      nullptr, offsets, pairs, is_pos);
+  CUDA_CHECK_LAUNCH("ms_mine_kernel (fill)");
+}
+
 #define MN_MS_INST(T)                                                                            \
   template void multi_similarity_forward_cuda<T>(const MultiSimilarityParams&, int64_t, const T*, \
                                                  const int64_t*, T*, const MsRowOut<T>&);        \
   template void multi_similarity_reduce_cuda<T>(Reduction, int64_t, const MsRowOut<T>&, T*);     \
-  template void multi_similarity_scale_cuda<T>(int64_t, const T*, const T*, const T*, T*);
+  template void multi_similarity_scale_cuda<T>(int64_t, const T*, const T*, const T*, T*);      \
+  template void multi_similarity_count_cuda<T>(double, int64_t, const T*, const int64_t*, int64_t*); \
+  template void multi_similarity_fill_cuda<T>(double, int64_t, const T*, const int64_t*,         \
+                                              const int64_t*, int64_t*, int64_t*);
 MN_MS_INST(float)
 MN_MS_INST(double)
 #undef MN_MS_INST

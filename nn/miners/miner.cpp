@@ -5,6 +5,7 @@
 
 #include "kernels/elementwise.h"
 #include "kernels/indexing.h"
+#include "kernels/multi_similarity.h"
 
 namespace mn::nn {
 
@@ -76,6 +77,17 @@ Mined AllPairsMiner::mine(const Tensor& dist, const Tensor& labels, Generator*) 
   return out;
 }
 
+Mined MultiSimilarityMiner::mine(const Tensor& dist, const Tensor& labels, Generator*) {
+  // S = 1 - cosine distance.
+  Tensor sim = kernels::binary_scalar(kernels::BinaryOp::Sub, dist, 1.0, true);
+  kernels::MultiSimilarityPairs p = kernels::multi_similarity_mine(sim, labels, eps_);
+  Mined out;
+  out.kind = TupleKind::Pairs;
+  out.pairs = p.pairs;
+  out.is_pos = p.is_pos;
+  return out;
+}
+
 namespace {
 
 MinerFactory triplets(kernels::MinerKind kind, bool only_violating = false,
@@ -129,6 +141,8 @@ void register_builtin_miners(Registry<MinerFactory>& r) {
         [](const MinerConfig&) { return std::make_shared<PairMiner>(kernels::PairNegatives::Hardest); });
   r.add("all-pairs", "every unordered pair i < j",
         [](const MinerConfig&) { return std::make_shared<AllPairsMiner>(); });
+  r.add("multi-similarity", "MS miner on cosine similarity: hard pairs within epsilon (pml MultiSimilarityMiner)",
+        [](const MinerConfig& c) { return std::make_shared<MultiSimilarityMiner>(c.epsilon); });
   r.add("none", "no miner: the loss uses the whole batch (multi-similarity)",
         [](const MinerConfig&) { return std::make_shared<NoMiner>(); });
 }

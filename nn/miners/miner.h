@@ -6,17 +6,23 @@
 //   PairMiner      (P, 2) pairs (i, j) with is_pos: all positive pairs plus as
 //                  many random or hardest negative pairs (kernels::mine_pairs)
 //   AllPairsMiner  every unordered pair i < j with is_pos
+//   MultiSimilarityMiner  pml's MultiSimilarityMiner(epsilon): ordered pairs
+//                  (anchor, j) kept by the MS rule on cosine similarity
+//                  (kernels/multi_similarity.h), for any pair loss
 // Miners are chosen by name from miner_registry() (the names are listed by
 // miner_registry().help()); margins are in the units of the distance the
 // caller passes (the Objective uses the loss's distance: squared L2 for the
-// Schroff / Kumar / global kinds, plain L2 for the others).
+// Schroff / Kumar / global kinds, plain L2 for the others) unless the miner
+// names its own (Miner::distance(), e.g. cosine for multi-similarity).
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "autograd/variable.h"
+#include "kernels/distance.h"
 #include "kernels/miners.h"
 #include "nn/registry.h"
 
@@ -42,6 +48,7 @@ struct MinerConfig {
   int k = 3;            // k-miners: positives and negatives per anchor
   int dw_dim = 128;     // k-ns: embedding dimension
   double dw_lambda = 1.4, dw_cutoff = 0.5;  // k-ns: weight cap and distance clamp
+  double epsilon = 0.1; // multi-similarity miner margin (pml default)
 };
 
 class Miner {
@@ -51,6 +58,8 @@ class Miner {
   // the random miners (default_generator() when null).
   virtual Mined mine(const Tensor& dist, const Tensor& labels, Generator* gen = nullptr) = 0;
   virtual TupleKind output() const = 0;
+  // The distance the miner needs whatever the loss (none: the loss's).
+  virtual std::optional<kernels::Pairwise> distance() const { return std::nullopt; }
   const std::string& name() const { return name_; }
   void set_name(const std::string& n) { name_ = n; }
 
@@ -91,6 +100,21 @@ class AllPairsMiner : public Miner {
   Tensor pairs_;  // cached (P, 2) for the last B and device
 };
 
+// pml's MultiSimilarityMiner: `dist` must be the COSINE DISTANCE matrix 1 - S
+// (distance() asks the Objective for it); keeps negatives with S + eps > the
+// anchor's least similar positive and positives with S - eps < its most similar
+// negative, as ordered pairs (anchor, j) in row-major order.
+class MultiSimilarityMiner : public Miner {
+ public:
+  explicit MultiSimilarityMiner(double epsilon = 0.1) : eps_(epsilon) {}
+  Mined mine(const Tensor& dist, const Tensor& labels, Generator* gen = nullptr) override;
+  TupleKind output() const override { return TupleKind::Pairs; }
+  std::optional<kernels::Pairwise> distance() const override { return kernels::Pairwise::Cosine; }
+
+ private:
+  double eps_;
+};
+
 // Returns nothing; for losses that use the whole batch (TupleKind::None).
 class NoMiner : public Miner {
  public:
@@ -101,7 +125,7 @@ class NoMiner : public Miner {
 using MinerFactory = std::function<std::shared_ptr<Miner>(const MinerConfig&)>;
 // all-triplets, violating-triplets, batch-hard, semi-hard, semi-hard-or-hardest,
 // random-violating, random-semi-hard, k-bh, k-bsh, k-epen, k-ephn, k-hpen,
-// k-hphn, k-ns, pairs-random, pairs-hard-negative, all-pairs, none.
+// k-hphn, k-ns, pairs-random, pairs-hard-negative, all-pairs, multi-similarity, none.
 Registry<MinerFactory>& miner_registry();
 // miner_registry().get(name)(cfg) with the miner's name set.
 std::shared_ptr<Miner> make_miner(const std::string& name, const MinerConfig& cfg = {});

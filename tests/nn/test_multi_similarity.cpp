@@ -9,6 +9,7 @@
 #include "autograd/gradcheck.h"
 #include "kernels/multi_similarity.h"
 #include "nn/losses/loss.h"
+#include "nn/miners/miner.h"
 #include "tests/common/test_util.h"
 
 using namespace mn;
@@ -109,6 +110,29 @@ TEST(MultiSimilarity, RegistryLossFromEmbeddings) {
   for (double v : e.grad().to_double_vector()) EXPECT_TRUE(std::isfinite(v));
 }
 
+TEST(MultiSimilarity, MinerAloneHandPairs) {
+  // The kept pairs worked out above, row-major: row 1 keeps (1,0)+, (1,2)-, (1,3)-;
+  // row 2 keeps (2,1)-, (2,3)+; rows 0 and 3 keep nothing.
+  auto want_pairs = std::vector<int64_t>{1, 0, 1, 2, 1, 3, 2, 1, 2, 3};
+  auto want_pos = std::vector<int64_t>{1, 0, 0, 0, 1};
+  auto k = kernels::multi_similarity_mine(four_sim(), four_labels(), 0.1);
+  EXPECT_EQ(k.pairs.shape(), (Shape{5, 2}));
+  EXPECT_EQ(k.pairs.to_vector<int64_t>(), want_pairs);
+  EXPECT_EQ(k.is_pos.to_vector<int64_t>(), want_pos);
+  // The miner module takes the cosine distance 1 - S (what the Objective passes it).
+  auto m = nn::make_miner("multi-similarity");
+  ASSERT_TRUE(m->distance().has_value());
+  EXPECT_EQ(*m->distance(), kernels::Pairwise::Cosine);
+  Tensor dist = kernels::pairwise_distance_forward(kernels::Pairwise::Cosine, four_embeddings(),
+                                                   four_embeddings()).out;
+  nn::Mined got = m->mine(dist, four_labels());
+  EXPECT_EQ(got.kind, nn::TupleKind::Pairs);
+  EXPECT_EQ(got.pairs.to_vector<int64_t>(), want_pairs);
+  EXPECT_EQ(got.is_pos.to_vector<int64_t>(), want_pos);
+  // A large epsilon keeps every off-diagonal pair.
+  EXPECT_EQ(kernels::multi_similarity_mine(four_sim(), four_labels(), 10.0).pairs.size(0), 12);
+}
+
 TEST(MultiSimilarity, Gradcheck) {
   const int64_t B = 8, D = 4;
   Tensor labels = Tensor::from_vector(std::vector<int64_t>{0, 1, 2, 0, 1, 2, 0, 3}, {B});
@@ -174,6 +198,16 @@ TEST(MultiSimilarity, CpuGpuParity) {
       const double tol = dt == DType::F32 ? 2e-4 : 1e-10;
       EXPECT_TRUE(test::all_close(oc.stats, og.stats.cpu(), tol, tol));
       EXPECT_TRUE(test::all_close(vc.grad(), vg.grad().cpu(), tol, tol));
+    }
+    // The miner alone: the same pairs (float64 similarities far from the thresholds).
+    if (dt == DType::F64) {
+      Tensor x = test::randn({B, D}, dt, Device::cpu(), 34);
+      Tensor S = kernels::pairwise_distance_forward(kernels::Pairwise::Cosine, x, x).out;
+      auto mc = kernels::multi_similarity_mine(S, labels, 0.1);
+      auto mg = kernels::multi_similarity_mine(S.cuda(), labels.cuda(), 0.1);
+      EXPECT_EQ(mc.pairs.to_vector<int64_t>(), mg.pairs.cpu().to_vector<int64_t>());
+      EXPECT_EQ(mc.is_pos.to_vector<int64_t>(), mg.is_pos.cpu().to_vector<int64_t>());
+      EXPECT_GT(mc.pairs.size(0), 0);
     }
   }
 }

@@ -152,12 +152,22 @@ TEST(Objective, PairLossesAndMultiSimilarity) {
   EXPECT_EQ(mo.tuples, 9);
   EXPECT_TRUE(std::isfinite(mo.loss.data().item()));
   EXPECT_TRUE(e3.has_grad());
+  // The MS miner feeding another pair loss (pml: MultiSimilarityMiner + ContrastiveLoss).
+  Objective msc = Objective::from_names("contrastive-sampling", "multi-similarity");
+  Variable e4(x, true);
+  auto co = msc(e4, labels);
+  co.loss.backward();
+  EXPECT_GT(co.tuples, 0);
+  EXPECT_TRUE(e4.has_grad());
+  Mined mm = msc.miner().mine(msc.mining_distance(e4), labels);
+  EXPECT_EQ(mm.count(), co.tuples);
 }
 
 TEST(Objective, MismatchAndEmptyBatch) {
   // A triplet loss needs a triplet miner.
   EXPECT_THROW(Objective::from_names("schroff", "all-pairs"), Error);
   EXPECT_THROW(Objective::from_names("multi-similarity", "batch-hard"), Error);
+  EXPECT_THROW(Objective::from_names("multi-similarity", "multi-similarity"), Error);
   EXPECT_THROW(Objective::from_names("no-such-loss", "batch-hard"), Error);
   // Every label distinct: no positive, nothing mined -> zero loss, zero gradient.
   Objective obj = Objective::from_names("schroff", "batch-hard");
