@@ -1,7 +1,11 @@
-// MLP trunk: dense layers with an activation and optional dropout between them,
-// e.g. the pair-selection study's 784 -> 300 -> 300 -> 300, ReLU, dropout 0.2:
+// MLP trunk: dense layers with an activation and optional dropout between them:
 //
 //   fc1 -> act -> [dropout] -> fc2 -> act -> [dropout] -> ... -> fcL [-> act]
+//
+// MLPOptions::pair_selection() is the pair-selection study's network (its
+// public LMRD code: Dense(300, ReLU) -> Dropout(0.2) -> Dense(300, ReLU) ->
+// Dropout(0.2) -> Dense(300, ReLU), here on 784-d MNIST inputs): note the
+// activation after the LAST layer too (activate_output), unlike the default.
 //
 // Parameter names: fc{1..L}.{weight,bias}. Weights use Linear's default
 // (PyTorch) initialisation drawn from the generator, layer by layer. Dropout
@@ -28,6 +32,16 @@ struct MLPOptions {
   bool activate_output = false;   // activation after the last layer too
   DType dtype = DType::F32;
   Device device = Device::cpu();
+
+  // 784 -> 300 -> 300 -> 300, ReLU after every layer, dropout 0.2 between.
+  static MLPOptions pair_selection(int64_t input = 784) {
+    MLPOptions o;
+    o.sizes = {input, 300, 300, 300};
+    o.activation = kernels::Act::ReLU;
+    o.dropout = 0.2;
+    o.activate_output = true;
+    return o;
+  }
 };
 
 class MLP : public Module {

@@ -23,6 +23,7 @@ MLPOptions small_mlp(double dropout = 0.0) {
   o.sizes = {6, 5, 4, 3};
   o.dropout = dropout;
   o.activation = kernels::Act::Tanh;  // smooth: no kinks for the gradcheck
+  o.activate_output = true;
   o.dtype = DType::F64;
   return o;
 }
@@ -54,8 +55,8 @@ std::string error_of(const std::function<void()>& f) {
 
 TEST(MLP, PairSelectionStudyShape) {
   Generator g(1);
-  MLPOptions o;  // 784 -> 300 -> 300 -> 300
-  o.dropout = 0.2;
+  MLPOptions o = MLPOptions::pair_selection();  // 784 -> 300 -> 300 -> 300, ReLU, dropout 0.2
+  EXPECT_TRUE(o.activate_output);
   MLP mlp(o, g);
   EXPECT_EQ(names_of(mlp), (std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias",
                                                      "fc3.weight", "fc3.bias"}));
@@ -63,6 +64,7 @@ TEST(MLP, PairSelectionStudyShape) {
   Variable y = mlp(Variable(test::randn({5, 1, 28, 28}, DType::F32)));  // flattened to 784
   EXPECT_EQ(y.shape(), (Shape{5, 300}));
   EXPECT_THROW(mlp(Variable(test::randn({5, 100}, DType::F32))), Error);
+  for (double v : y.data().to_double_vector()) EXPECT_GE(v, 0.0);  // ReLU on the output layer
   // Dropout between layers only in training mode: eval is deterministic.
   mlp.eval();
   Tensor x = test::randn({4, 784}, DType::F32, Device::cpu(), 2);
