@@ -31,7 +31,7 @@ Objective Objective::from_names(const std::string& loss, const std::string& mine
 }
 
 Tensor Objective::mining_distance(const ag::Variable& emb) const {
-  const Tensor& e = emb.data();
+  const Tensor e = loss_->mining_embedding(emb);
   switch (miner_->distance().value_or(loss_->distance())) {
     case kernels::Pairwise::SqEuclidean: return kernels::pairwise_distance_matrix(e, true);
     case kernels::Pairwise::Euclidean: return kernels::pairwise_distance_matrix(e, false);
@@ -48,7 +48,8 @@ ObjectiveOutput Objective::operator()(const ag::Variable& emb, const Tensor& lab
   Mined mined;
   if (miner_->output() != TupleKind::None) mined = miner_->mine(mining_distance(emb), labels, gen);
   ObjectiveOutput out;
-  out.tuples = miner_->output() == TupleKind::None ? emb.size(0) : mined.count();
+  const int64_t B = emb.size(0);
+  out.tuples = miner_->output() == TupleKind::None ? B * (B - 1) : mined.count();
   if (miner_->output() != TupleKind::None && out.tuples == 0) {
     // Nothing mined: a zero loss in the graph (zero gradients), zero stats.
     out.loss = ag::mul(ag::sum(emb), 0.0);

@@ -6,7 +6,8 @@
 //   out.loss.backward();
 //   for (auto& [k, v] : out.named_stats()) log(k, v);   // one small device->host copy
 //
-// The miner sees the DETACHED (B, B) distance matrix of the embeddings in the
+// The miner sees the DETACHED (B, B) distance matrix of the embeddings
+// (Loss::mining_embedding(): x L for LMNN) in the
 // loss's distance (Loss::distance(): squared L2, L2 or cosine distance), so its
 // margin is in the loss's units, unless the miner needs its own
 // (Miner::distance(): cosine for the multi-similarity miner); the loss (whose reduction is a named step of
@@ -27,7 +28,7 @@ namespace mn::nn {
 struct ObjectiveOutput {
   ag::Variable loss;  // scalar
   Tensor stats;       // (5) on the loss device (nn/losses/losses.h)
-  int64_t tuples = 0; // mined triplets or pairs (B for whole-batch losses)
+  int64_t tuples = 0; // mined triplets or pairs; B (B - 1) ordered pairs for whole-batch losses
   // {loss, active, tuples, active_fraction, mean_pos, mean_neg}; reads the stats
   // (one small transfer). mean_pos / mean_neg are distances, or similarities
   // for multi-similarity.

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "autograd/ops.h"
+#include "autograd/ops_matmul.h"
 #include "kernels/elementwise.h"
 #include "kernels/multi_similarity.h"
 
@@ -109,6 +110,11 @@ class LmnnMetricLoss : public Loss {
     MN_CHECK(L_.defined(), "loss 'lmnn': LossConfig::lmnn_metric (the linear map L, (Din, K)) must be set");
   }
   TupleKind tuples() const override { return TupleKind::Triplets; }
+  // LMNN's neighbours and impostors are found in the space of Z = X L.
+  Tensor mining_embedding(const ag::Variable& x) const override {
+    ag::NoGradGuard ng;
+    return ag::matmul(x.detach(), L_.detach()).data();
+  }
   LossOutput compute(const ag::Variable& x, const Tensor&, const Mined& m) override {
     check_mined(*this, m);
     MN_CHECK(m.pairs.defined(), "loss 'lmnn' needs the pull pairs of a k-miner (k-bh, k-bsh, ...)");

@@ -47,6 +47,9 @@ class Loss {
   virtual TupleKind tuples() const = 0;
   // The distance the loss (and so a miner's margin) is measured in.
   virtual kernels::Pairwise distance() const { return kernels::Pairwise::SqEuclidean; }
+  // The embeddings a miner should measure (detached); LMNN mines in the
+  // transformed space x L, every other loss in the embedding space.
+  virtual Tensor mining_embedding(const ag::Variable& emb) const { return emb.data(); }
   // emb (B, D) on the labels' device; `mined` from a miner of kind tuples().
   virtual LossOutput compute(const ag::Variable& emb, const Tensor& labels, const Mined& mined) = 0;
   const std::string& name() const { return name_; }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "autograd/ops.h"
+#include "autograd/ops_matmul.h"
 #include "nn/objective.h"
 #include "tests/common/test_util.h"
 
@@ -149,7 +150,7 @@ TEST(Objective, PairLossesAndMultiSimilarity) {
   Variable e3(x, true);
   auto mo = ms(e3, labels);
   mo.loss.backward();
-  EXPECT_EQ(mo.tuples, 9);
+  EXPECT_EQ(mo.tuples, 72);  // ordered pairs of the batch
   EXPECT_TRUE(std::isfinite(mo.loss.data().item()));
   EXPECT_TRUE(e3.has_grad());
   // The MS miner feeding another pair loss (pml: MultiSimilarityMiner + ContrastiveLoss).
@@ -161,6 +162,33 @@ TEST(Objective, PairLossesAndMultiSimilarity) {
   EXPECT_TRUE(e4.has_grad());
   Mined mm = msc.miner().mine(msc.mining_distance(e4), labels);
   EXPECT_EQ(mm.count(), co.tuples);
+}
+
+TEST(Objective, LmnnMinesInTransformedSpace) {
+  Tensor x = test::randn({12, 4}, DType::F64, Device::cpu(), 12);
+  Tensor labels = pk_labels(4, 3);
+  Variable L(test::randn({4, 2}, DType::F64, Device::cpu(), 13), true);
+  LossConfig lc;
+  lc.lmnn_metric = L;
+  lc.lmnn_c = 0.5;
+  MinerConfig mc;
+  mc.k = 2;
+  Objective obj = Objective::from_names("lmnn", "k-bh", lc, mc);
+  Variable e(x, true);
+  auto out = obj(e, labels);
+  out.loss.backward();
+  // By hand: mine on Z = X L, then the LMNN loss.
+  Tensor z = ag::matmul(Variable(x), Variable(L.data())).data();
+  kernels::MinerParams mp;
+  mp.kind = kernels::MinerKind::KTriplets;
+  mp.kminer = kernels::KMiner::BH;
+  mp.k = 2;
+  mp.margin = 0.2;
+  auto mined = kernels::mine_triplets(kernels::pairwise_distance_matrix(z, true), labels, mp);
+  auto want = lmnn_loss(Variable(x), Variable(L.data()), mined.pairs, mined.triplets, 0.5);
+  EXPECT_EQ(out.tuples, mined.triplets.size(0));
+  EXPECT_NEAR(out.loss.data().item(), want.loss.data().item(), 1e-12);
+  EXPECT_TRUE(L.has_grad());
 }
 
 TEST(Objective, MismatchAndEmptyBatch) {
