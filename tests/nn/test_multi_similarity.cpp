@@ -136,13 +136,15 @@ TEST(MultiSimilarity, MinerAloneHandPairs) {
 TEST(MultiSimilarity, Gradcheck) {
   const int64_t B = 8, D = 4;
   Tensor labels = Tensor::from_vector(std::vector<int64_t>{0, 1, 2, 0, 1, 2, 0, 3}, {B});
+  for (double beta : {50.0, 10.0})   // pml's default, and a softer one
   for (double eps : {0.1, -1.0}) {  // with and without the miner
     for (auto red : {nn::Reduction::Mean, nn::Reduction::MeanNonZero, nn::Reduction::Sum}) {
-      SCOPED_TRACE("epsilon " + std::to_string(eps) + " reduction " + std::to_string(static_cast<int>(red)));
+      SCOPED_TRACE("beta " + std::to_string(beta) + " epsilon " + std::to_string(eps) + " reduction " +
+                   std::to_string(static_cast<int>(red)));
       nn::LossConfig c;
       c.ms_epsilon = eps;
       c.reduction = red;
-      c.ms_beta = 10;  // still sharp; keeps the central differences' truncation error small
+      c.ms_beta = beta;
       auto loss = nn::make_loss("multi-similarity", c);
       auto r = ag::gradcheck(
           [&](const std::vector<ag::Variable>& v) { return loss->compute(v[0], labels, {}).loss; },
