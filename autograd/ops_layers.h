@@ -49,7 +49,8 @@ Variable abs_diff(const Variable& a, const Variable& b);
 Variable l1_distance(const Variable& a, const Variable& b);
 // Squared or plain; plain has a zero subgradient where d <= 1e-12.
 Variable l2_distance(const Variable& a, const Variable& b, bool squared = false);
-// (M, D), (N, D) -> (M, N).
+// (M, D), (N, D) -> (M, N); metric L1, L2Squared (SqEuclidean), L2 (Euclidean) or
+// Cosine. pairwise_distance(x, x, m) is the self case of kernels/distance.h.
 Variable pairwise_distance(const Variable& a, const Variable& b, kernels::Pairwise metric);
 
 }  // namespace mn::ag

@@ -32,6 +32,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/gemm.h"
+#include "kernels/cuda/gemm.h"
 #include "kernels/gemm.h"
 #include "bench/bench_util.h"
 #include "kernels/gemm_config.h"

@@ -1,4 +1,6 @@
-# Fails when a file of one layer includes a header of a layer above it.
+# Fails when a file of one layer includes a header of a layer above it, or when
+# an op header kernels/<op>.h includes kernels/cpu/ or kernels/cuda/ internals.
+# SRC: the source tree to check (tests also point it at small bad fixtures).
 # Layers, bottom to top: runtime kernels autograd nn data experiments.
 set(layers runtime kernels autograd nn data experiments)
 set(errors "")
@@ -23,7 +25,19 @@ foreach(i RANGE ${last})
     endforeach()
   endforeach()
 endforeach()
+# Inside kernels/, an op header (kernels/<op>.h) is the public face of the op:
+# it must not pull in the CPU or CUDA internals (kernels/cpu/, kernels/cuda/),
+# which only kernel sources (.cpp / .cu) include.
+file(GLOB op_headers ${SRC}/kernels/*.h)
+foreach(f ${op_headers})
+  file(STRINGS ${f} lines REGEX "^[ \t]*#[ \t]*include[ \t]*\"")
+  foreach(line ${lines})
+    if(line MATCHES "\"(kernels/)?(cpu|cuda)/")
+      string(APPEND errors "${f}: ${line} (op header includes a kernels/cpu or kernels/cuda internal)\n")
+    endif()
+  endforeach()
+endforeach()
 if(errors)
-  message(FATAL_ERROR "Upward includes:\n${errors}")
+  message(FATAL_ERROR "Layering violations:\n${errors}")
 endif()
-message(STATUS "layering: every include points downward")
+message(STATUS "layering: every include points downward; op headers include no kernel internals")

@@ -106,15 +106,13 @@ Tensor affine_warp(const Tensor& images, const std::vector<Affine2D>& params, do
   if (N == 0) return out;
   MN_DISPATCH_FLOAT(x.dtype(), "affine_warp", [&] {
     if (x.is_cuda()) {
-#ifdef MN_WITH_CUDA
-      // The 24 bytes per image of parameters go up with the batch (counted copy).
-      Tensor p = Tensor::from_host(params.data(), {N, 6}, DType::F32, x.device());
-      affine_warp_cuda<scalar_t>(x.data<scalar_t>(), N, H, W,
-                                 reinterpret_cast<const Affine2D*>(p.data<float>()),
-                                 static_cast<scalar_t>(fill), out.data<scalar_t>());
-#else
-      check_cuda_usable("affine_warp", x);
-#endif
+      MN_CUDA_BRANCH("affine_warp", x.device(), x.dtype(), {
+        // The 24 bytes per image of parameters go up with the batch (counted copy).
+        Tensor p = Tensor::from_host(params.data(), {N, 6}, DType::F32, x.device());
+        affine_warp_cuda<scalar_t>(x.data<scalar_t>(), N, H, W,
+                                   reinterpret_cast<const Affine2D*>(p.data<float>()),
+                                   static_cast<scalar_t>(fill), out.data<scalar_t>());
+      });
     } else {
       affine_warp_cpu<scalar_t>(x.data<scalar_t>(), N, H, W, params.data(),
                                 static_cast<scalar_t>(fill), out.data<scalar_t>());

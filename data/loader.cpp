@@ -39,17 +39,9 @@ Tensor gather_images_float(const Tensor& images, const Tensor& idx, FloatMode mo
   if (B == 0) return out;
   const bool ink = mode == FloatMode::Ink01;
   MN_DISPATCH_FLOAT(dtype, "gather_images", [&] {
-    if (x.is_cuda()) {
-#ifdef MN_WITH_CUDA
-      gather_images_cuda<scalar_t>(x.data<uint8_t>(), x.size(0), H * W, ix.data<int64_t>(), B, ink,
-                                   out.data<scalar_t>());
-#else
-      check_cuda_usable("gather_images", x);
-#endif
-    } else {
-      gather_images_cpu<scalar_t>(x.data<uint8_t>(), x.size(0), H * W, ix.data<int64_t>(), B, ink,
-                                  out.data<scalar_t>());
-    }
+    MN_DEVICE_CALL("gather_images", x.device(), gather_images,
+        x.data<uint8_t>(), x.size(0), H * W, ix.data<int64_t>(), B, ink,
+        out.data<scalar_t>());
   });
   return out;
 }

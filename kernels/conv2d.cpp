@@ -66,17 +66,8 @@ Tensor conv2d_forward(const Tensor& x_, const Tensor& w_, const Tensor& b_,
   const Conv2dAlgo algo = resolve(p.algo);
   MN_DISPATCH_FLOAT(x.dtype(), op, [&] {
     const scalar_t* bp = b.defined() ? b.data<scalar_t>() : nullptr;
-    if (x.is_cuda()) {
-#ifdef MN_WITH_CUDA
-      conv2d_forward_cuda<scalar_t>(g, x.data<scalar_t>(), w.data<scalar_t>(), bp,
-                                    y.data<scalar_t>(), algo);
-#else
-      check_cuda_usable(op, x);
-#endif
-    } else {
-      conv2d_forward_cpu<scalar_t>(g, x.data<scalar_t>(), w.data<scalar_t>(), bp,
-                                   y.data<scalar_t>(), algo);
-    }
+    MN_DEVICE_CALL(op, x.device(), conv2d_forward,
+        g, x.data<scalar_t>(), w.data<scalar_t>(), bp, y.data<scalar_t>(), algo);
   });
   return y;
 }
@@ -95,19 +86,8 @@ Tensor conv2d_backward_data(const Tensor& dy_, const Tensor& w_, const Shape& x_
   if (dx.numel() == 0) return dx;
   if (dy.numel() == 0) return dx.zero_();
   const Conv2dAlgo algo = resolve(p.algo);
-  MN_DISPATCH_FLOAT(dy.dtype(), op, [&] {
-    if (dy.is_cuda()) {
-#ifdef MN_WITH_CUDA
-      conv2d_backward_data_cuda<scalar_t>(g, dy.data<scalar_t>(), w.data<scalar_t>(),
-                                          dx.data<scalar_t>(), algo);
-#else
-      check_cuda_usable(op, dy);
-#endif
-    } else {
-      conv2d_backward_data_cpu<scalar_t>(g, dy.data<scalar_t>(), w.data<scalar_t>(),
-                                         dx.data<scalar_t>(), algo);
-    }
-  });
+  MN_DISPATCH_KERNEL(op, dy, conv2d_backward_data,
+      g, dy.data<scalar_t>(), w.data<scalar_t>(), dx.data<scalar_t>(), algo);
   return dx;
 }
 
@@ -124,19 +104,8 @@ Tensor conv2d_backward_weight(const Tensor& dy_, const Tensor& x_, const Shape& 
   Tensor dw = Tensor::empty(w_shape, dy.dtype(), dy.device());
   if (dy.numel() == 0 || x.numel() == 0) return dw.zero_();
   const Conv2dAlgo algo = resolve(p.algo);
-  MN_DISPATCH_FLOAT(dy.dtype(), op, [&] {
-    if (dy.is_cuda()) {
-#ifdef MN_WITH_CUDA
-      conv2d_backward_weight_cuda<scalar_t>(g, x.data<scalar_t>(), dy.data<scalar_t>(),
-                                            dw.data<scalar_t>(), algo);
-#else
-      check_cuda_usable(op, dy);
-#endif
-    } else {
-      conv2d_backward_weight_cpu<scalar_t>(g, x.data<scalar_t>(), dy.data<scalar_t>(),
-                                           dw.data<scalar_t>(), algo);
-    }
-  });
+  MN_DISPATCH_KERNEL(op, dy, conv2d_backward_weight,
+      g, x.data<scalar_t>(), dy.data<scalar_t>(), dw.data<scalar_t>(), algo);
   return dw;
 }
 
@@ -149,17 +118,7 @@ Tensor conv2d_backward_bias(const Tensor& dy_) {
   g.N = dy.size(0), g.K = dy.size(1), g.P = dy.size(2), g.Q = dy.size(3);
   Tensor db = Tensor::empty({g.K}, dy.dtype(), dy.device());
   if (dy.numel() == 0) return db.zero_();
-  MN_DISPATCH_FLOAT(dy.dtype(), op, [&] {
-    if (dy.is_cuda()) {
-#ifdef MN_WITH_CUDA
-      conv2d_backward_bias_cuda<scalar_t>(g, dy.data<scalar_t>(), db.data<scalar_t>());
-#else
-      check_cuda_usable(op, dy);
-#endif
-    } else {
-      conv2d_backward_bias_cpu<scalar_t>(g, dy.data<scalar_t>(), db.data<scalar_t>());
-    }
-  });
+  MN_DISPATCH_KERNEL(op, dy, conv2d_backward_bias, g, dy.data<scalar_t>(), db.data<scalar_t>());
   return db;
 }
 

@@ -30,17 +30,8 @@ Tensor unary(UnaryOp op, const Tensor& x_in, double p0, double p1) {
   Tensor x = x_in.contiguous();
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   const int64_t n = x.numel();
-  MN_DISPATCH_FLOAT(x.dtype(), name, [&] {
-    if (x.is_cuda()) {
-#ifdef MN_WITH_CUDA
-      unary_forward_cuda<scalar_t>(op, n, x.data<scalar_t>(), y.data<scalar_t>(), scalar_t(p0), scalar_t(p1));
-#else
-      check_cuda_usable(name, x);
-#endif
-    } else {
-      unary_forward_cpu<scalar_t>(op, n, x.data<scalar_t>(), y.data<scalar_t>(), scalar_t(p0), scalar_t(p1));
-    }
-  });
+  MN_DISPATCH_KERNEL(name, x, unary_forward,
+      op, n, x.data<scalar_t>(), y.data<scalar_t>(), scalar_t(p0), scalar_t(p1));
   return y;
 }
 
@@ -69,15 +60,8 @@ Tensor unary_backward(UnaryOp op, const Tensor& g_in, const Tensor& x_in, const 
   MN_DISPATCH_FLOAT(g.dtype(), name, [&] {
     const scalar_t* xp = x.defined() ? x.data<scalar_t>() : nullptr;
     const scalar_t* yp = y.defined() ? y.data<scalar_t>() : nullptr;
-    if (g.is_cuda()) {
-#ifdef MN_WITH_CUDA
-      unary_backward_cuda<scalar_t>(op, n, g.data<scalar_t>(), xp, yp, gx.data<scalar_t>(), scalar_t(p0), scalar_t(p1));
-#else
-      check_cuda_usable(name, g);
-#endif
-    } else {
-      unary_backward_cpu<scalar_t>(op, n, g.data<scalar_t>(), xp, yp, gx.data<scalar_t>(), scalar_t(p0), scalar_t(p1));
-    }
+    MN_DEVICE_CALL(name, g.device(), unary_backward,
+        op, n, g.data<scalar_t>(), xp, yp, gx.data<scalar_t>(), scalar_t(p0), scalar_t(p1));
   });
   return gx;
 }
@@ -113,12 +97,10 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
     const scalar_t* bp = b.data<scalar_t>();
     scalar_t* op_ = out.data<scalar_t>();
     if (a.is_cuda()) {
-#ifdef MN_WITH_CUDA
-      if (fast) binary_forward_cuda<scalar_t>(op, n, ap, bp, op_);
-      else binary_forward_strided_cuda<scalar_t>(op, n, ap, ia, bp, ib, op_);
-#else
-      check_cuda_usable(name, a);
-#endif
+      MN_CUDA_BRANCH(name, a.device(), a.dtype(), {
+        if (fast) binary_forward_cuda<scalar_t>(op, n, ap, bp, op_);
+        else binary_forward_strided_cuda<scalar_t>(op, n, ap, ia, bp, ib, op_);
+      });
     } else {
       if (fast) binary_forward_cpu<scalar_t>(op, n, ap, bp, op_);
       else binary_forward_strided_cpu<scalar_t>(op, n, ap, ia, bp, ib, op_);
@@ -146,17 +128,8 @@ std::pair<Tensor, Tensor> binary_backward(BinaryOp op, const Tensor& g_in, const
   MN_DISPATCH_FLOAT(a.dtype(), name, [&] {
     scalar_t* gap = need_a ? ga.data<scalar_t>() : nullptr;
     scalar_t* gbp = need_b ? gb.data<scalar_t>() : nullptr;
-    if (a.is_cuda()) {
-#ifdef MN_WITH_CUDA
-      binary_backward_strided_cuda<scalar_t>(op, n, g.data<scalar_t>(), a.data<scalar_t>(), ia,
-                                             b.data<scalar_t>(), ib, gap, gbp);
-#else
-      check_cuda_usable(name, a);
-#endif
-    } else {
-      binary_backward_strided_cpu<scalar_t>(op, n, g.data<scalar_t>(), a.data<scalar_t>(), ia,
-                                            b.data<scalar_t>(), ib, gap, gbp);
-    }
+    MN_DEVICE_CALL(name, a.device(), binary_backward_strided,
+        op, n, g.data<scalar_t>(), a.data<scalar_t>(), ia, b.data<scalar_t>(), ib, gap, gbp);
   });
   return {ga, gb};
 }
@@ -168,17 +141,8 @@ Tensor binary_scalar(BinaryOp op, const Tensor& x_in, double s, bool scalar_left
   Tensor x = x_in.contiguous();
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   const int64_t n = x.numel();
-  MN_DISPATCH_FLOAT(x.dtype(), name, [&] {
-    if (x.is_cuda()) {
-#ifdef MN_WITH_CUDA
-      binary_scalar_cuda<scalar_t>(op, n, x.data<scalar_t>(), scalar_t(s), scalar_left, out.data<scalar_t>());
-#else
-      check_cuda_usable(name, x);
-#endif
-    } else {
-      binary_scalar_cpu<scalar_t>(op, n, x.data<scalar_t>(), scalar_t(s), scalar_left, out.data<scalar_t>());
-    }
-  });
+  MN_DISPATCH_KERNEL(name, x, binary_scalar,
+      op, n, x.data<scalar_t>(), scalar_t(s), scalar_left, out.data<scalar_t>());
   return out;
 }
 

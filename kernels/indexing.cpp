@@ -28,15 +28,6 @@ Tensor index_i64(const char* op, const Tensor& idx, const Tensor& like) {
   return idx.to(DType::I64).contiguous();
 }
 
-void require_cuda(const char* op, const Tensor& t) {
-#ifndef MN_WITH_CUDA
-  check_cuda_usable(op, t);
-#else
-  (void)op;
-  (void)t;
-#endif
-}
-
 // x's strides over idx's sizes, with the indexed dimension's stride zeroed.
 StridedIndexer dim_indexer(const Tensor& x, const Shape& sizes, int dim) {
   StridedIndexer ix;
@@ -72,10 +63,9 @@ Tensor index_select(const Tensor& x_in, int64_t dim_in, const Tensor& idx_in) {
     const E* xp = static_cast<const E*>(x.raw_data());
     E* op = static_cast<E*>(out.raw_data());
     if (x.is_cuda()) {
-      require_cuda("index_select", x);
-#ifdef MN_WITH_CUDA
-      index_select_cuda<E>(xp, outer, n, inner, idx.data<int64_t>(), k, op);
-#endif
+      MN_CUDA_BRANCH("index_select", x.device(), x.dtype(), {
+        index_select_cuda<E>(xp, outer, n, inner, idx.data<int64_t>(), k, op);
+      });
     } else {
       index_select_cpu<E>(xp, outer, n, inner, idx.data<int64_t>(), k, op);
     }
@@ -98,10 +88,9 @@ Tensor index_add(const Shape& shape, int64_t dim_in, const Tensor& idx_in, const
   split_dim(shape, dim, outer, inner);
   MN_DISPATCH_FLOAT(g.dtype(), "index_add", [&] {
     if (g.is_cuda()) {
-      require_cuda("index_add", g);
-#ifdef MN_WITH_CUDA
-      index_add_cuda<scalar_t>(g.data<scalar_t>(), outer, idx.numel(), inner, idx.data<int64_t>(), shape[dim], out.data<scalar_t>());
-#endif
+      MN_CUDA_BRANCH("index_add", g.device(), g.dtype(), {
+        index_add_cuda<scalar_t>(g.data<scalar_t>(), outer, idx.numel(), inner, idx.data<int64_t>(), shape[dim], out.data<scalar_t>());
+      });
     } else {
       index_add_cpu<scalar_t>(g.data<scalar_t>(), outer, idx.numel(), inner, idx.data<int64_t>(), shape[dim], out.data<scalar_t>());
     }
@@ -135,10 +124,9 @@ Tensor gather(const Tensor& x, int64_t dim_in, const Tensor& idx_in) {
     const E* xp = static_cast<const E*>(x.raw_data());
     E* op = static_cast<E*>(out.raw_data());
     if (x.is_cuda()) {
-      require_cuda("gather", x);
-#ifdef MN_WITH_CUDA
-      gather_cuda<E>(xp, xi, x.stride(dim), x.size(dim), idx.data<int64_t>(), m, op);
-#endif
+      MN_CUDA_BRANCH("gather", x.device(), x.dtype(), {
+        gather_cuda<E>(xp, xi, x.stride(dim), x.size(dim), idx.data<int64_t>(), m, op);
+      });
     } else {
       gather_cpu<E>(xp, xi, x.stride(dim), x.size(dim), idx.data<int64_t>(), m, op);
     }
@@ -162,10 +150,9 @@ Tensor scatter_add(const Tensor& self, int64_t dim_in, const Tensor& idx_in, con
   const int64_t m = idx.numel();
   MN_DISPATCH_FLOAT(self.dtype(), "scatter_add", [&] {
     if (self.is_cuda()) {
-      require_cuda("scatter_add", self);
-#ifdef MN_WITH_CUDA
-      scatter_add_cuda<scalar_t>(out.data<scalar_t>(), oi, out.stride(dim), out.size(dim), idx.data<int64_t>(), src.data<scalar_t>(), si, m);
-#endif
+      MN_CUDA_BRANCH("scatter_add", self.device(), self.dtype(), {
+        scatter_add_cuda<scalar_t>(out.data<scalar_t>(), oi, out.stride(dim), out.size(dim), idx.data<int64_t>(), src.data<scalar_t>(), si, m);
+      });
     } else {
       scatter_add_cpu<scalar_t>(out.data<scalar_t>(), oi, out.stride(dim), out.size(dim), idx.data<int64_t>(), src.data<scalar_t>(), si, m);
     }
@@ -192,10 +179,9 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
     const E* bp = static_cast<const E*>(b.raw_data());
     E* op = static_cast<E*>(out.raw_data());
     if (a.is_cuda()) {
-      require_cuda("where", a);
-#ifdef MN_WITH_CUDA
-      where_cuda<E>(n, cond.data<uint8_t>(), ic, ap, ia, bp, ib, op);
-#endif
+      MN_CUDA_BRANCH("where", a.device(), a.dtype(), {
+        where_cuda<E>(n, cond.data<uint8_t>(), ic, ap, ia, bp, ib, op);
+      });
     } else {
       where_cpu<E>(n, cond.data<uint8_t>(), ic, ap, ia, bp, ib, op);
     }
@@ -217,13 +203,12 @@ Tensor masked_select(const Tensor& x_in, const Tensor& mask_in) {
     const E* xp = static_cast<const E*>(x.raw_data());
     const uint8_t* mp = mask.data<uint8_t>();
     if (x.is_cuda()) {
-      require_cuda("masked_select", x);
-#ifdef MN_WITH_CUDA
-      Tensor offs = Tensor::empty({mask_scan_blocks(n) + 1}, DType::I64, x.device());
-      const int64_t total = mask_scan_cuda(mp, n, offs.data<int64_t>());
-      out = Tensor::empty({total}, x.dtype(), x.device());
-      masked_select_cuda<E>(xp, mp, n, offs.data<int64_t>(), static_cast<E*>(out.raw_data()));
-#endif
+      MN_CUDA_BRANCH("masked_select", x.device(), x.dtype(), {
+        Tensor offs = Tensor::empty({mask_scan_blocks(n) + 1}, DType::I64, x.device());
+        const int64_t total = mask_scan_cuda(mp, n, offs.data<int64_t>());
+        out = Tensor::empty({total}, x.dtype(), x.device());
+        masked_select_cuda<E>(xp, mp, n, offs.data<int64_t>(), static_cast<E*>(out.raw_data()));
+      });
     } else {
       int64_t total = 0;
       for (int64_t i = 0; i < n; ++i) total += mp[i] != 0;
@@ -248,14 +233,13 @@ Tensor masked_scatter(const Tensor& mask_in, const Tensor& src_in) {
     const uint8_t* mp = mask.data<uint8_t>();
     E* op = static_cast<E*>(out.raw_data());
     if (src.is_cuda()) {
-      require_cuda("masked_scatter", src);
-#ifdef MN_WITH_CUDA
-      Tensor offs = Tensor::empty({mask_scan_blocks(n) + 1}, DType::I64, src.device());
-      const int64_t total = mask_scan_cuda(mp, n, offs.data<int64_t>());
-      MN_CHECK(total == src.numel(), "masked_scatter: mask has ", total, " set elements but src has ",
-               src.numel());
-      masked_scatter_cuda<E>(sp, mp, n, offs.data<int64_t>(), op);
-#endif
+      MN_CUDA_BRANCH("masked_scatter", src.device(), src.dtype(), {
+        Tensor offs = Tensor::empty({mask_scan_blocks(n) + 1}, DType::I64, src.device());
+        const int64_t total = mask_scan_cuda(mp, n, offs.data<int64_t>());
+        MN_CHECK(total == src.numel(), "masked_scatter: mask has ", total, " set elements but src has ",
+                 src.numel());
+        masked_scatter_cuda<E>(sp, mp, n, offs.data<int64_t>(), op);
+      });
     } else {
       int64_t total = 0;
       for (int64_t i = 0; i < n; ++i) total += mp[i] != 0;

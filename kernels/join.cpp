@@ -1,6 +1,8 @@
 // Tensor-level concat / split / stack (kernels/join.h).
 #include "kernels/join.h"
 
+#include "runtime/dispatch.h"
+
 namespace mn::kernels {
 
 Tensor concat(const std::vector<Tensor>& xs, int64_t dim_in) {
@@ -37,11 +39,9 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t dim_in) {
       const E* sp = static_cast<const E*>(x.raw_data());
       E* dp = static_cast<E*>(out.raw_data()) + off * inner;
       if (x.is_cuda()) {
-#ifdef MN_WITH_CUDA
-        copy_rows_cuda<E>(sp, outer, row_len, dp, total * inner);
-#else
-        check_cuda_usable("concat", x);
-#endif
+        MN_CUDA_BRANCH("concat", x.device(), x.dtype(), {
+          copy_rows_cuda<E>(sp, outer, row_len, dp, total * inner);
+        });
       } else {
         copy_rows_cpu<E>(sp, outer, row_len, dp, total * inner);
       }

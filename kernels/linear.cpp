@@ -25,17 +25,8 @@ Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& b) {
            " must be (", w.size(0), ") for weight ", shape_str(w.shape()));
   const Tensor bc = b.contiguous();
   if (y.numel() == 0) return y;
-  MN_DISPATCH_FLOAT(y.dtype(), op, [&] {
-    if (y.is_cuda()) {
-#ifdef MN_WITH_CUDA
-      bias_add_rows_cuda<scalar_t>(y.size(0), y.size(1), bc.data<scalar_t>(), y.data<scalar_t>());
-#else
-      check_cuda_usable(op, y);
-#endif
-    } else {
-      bias_add_rows_cpu<scalar_t>(y.size(0), y.size(1), bc.data<scalar_t>(), y.data<scalar_t>());
-    }
-  });
+  MN_DISPATCH_KERNEL(op, y, bias_add_rows,
+      y.size(0), y.size(1), bc.data<scalar_t>(), y.data<scalar_t>());
   return y;
 }
 
@@ -53,17 +44,8 @@ Tensor linear_backward_bias(const Tensor& dy_) {
   Tensor db = Tensor::empty({dy.size(1)}, dy.dtype(), dy.device());
   if (db.numel() == 0) return db;
   if (dy.size(0) == 0) return db.zero_();
-  MN_DISPATCH_FLOAT(dy.dtype(), op, [&] {
-    if (dy.is_cuda()) {
-#ifdef MN_WITH_CUDA
-      sum_rows_cuda<scalar_t>(dy.size(0), dy.size(1), dy.data<scalar_t>(), db.data<scalar_t>());
-#else
-      check_cuda_usable(op, dy);
-#endif
-    } else {
-      sum_rows_cpu<scalar_t>(dy.size(0), dy.size(1), dy.data<scalar_t>(), db.data<scalar_t>());
-    }
-  });
+  MN_DISPATCH_KERNEL(op, dy, sum_rows,
+      dy.size(0), dy.size(1), dy.data<scalar_t>(), db.data<scalar_t>());
   return db;
 }
 

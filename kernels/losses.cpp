@@ -59,15 +59,9 @@ template <typename T>
 void reduce(const TermResult& r, Reduction red, int64_t N, bool pair) {
   const T* d2 = pair ? nullptr : r.dn.data<T>();
   const uint8_t* pos = pair ? r.is_pos.data<uint8_t>() : nullptr;
-  if (r.loss.is_cuda()) {
-#ifdef MN_WITH_CUDA
-    loss_reduce_cuda<T>(red, N, r.loss.data<T>(), r.dp.data<T>(), d2, pos,
-                        r.active.data<uint8_t>(), r.stats.data<T>());
-#endif
-  } else {
-    loss_reduce_cpu<T>(red, N, r.loss.data<T>(), r.dp.data<T>(), d2, pos,
-                       r.active.data<uint8_t>(), r.stats.data<T>());
-  }
+  using scalar_t = T;
+  MN_DEVICE_CALL("loss_reduce", r.loss.device(), loss_reduce, red, N, r.loss.data<T>(),
+                 r.dp.data<T>(), d2, pos, r.active.data<uint8_t>(), r.stats.data<T>());
 }
 
 void check_emb(const char* op, const Tensor& t, const char* name) {
@@ -97,15 +91,7 @@ TermResult triplet_run(const TripletLossParams& P, const Tensor& a, const Tensor
     rows.ia = ia.defined() ? ia.data<int64_t>() : nullptr;
     rows.ip = ip.defined() ? ip.data<int64_t>() : nullptr;
     rows.in = in.defined() ? in.data<int64_t>() : nullptr;
-    if (a.is_cuda()) {
-#ifdef MN_WITH_CUDA
-      triplet_loss_forward_cuda<scalar_t>(P, N, D, rows, outs<scalar_t>(r));
-#else
-      check_cuda_usable(op, a);
-#endif
-    } else {
-      triplet_loss_forward_cpu<scalar_t>(P, N, D, rows, outs<scalar_t>(r));
-    }
+    MN_DEVICE_CALL(op, a.device(), triplet_loss_forward, P, N, D, rows, outs<scalar_t>(r));
     reduce<scalar_t>(r, red, N, pair);
   });
   return r;
@@ -167,17 +153,8 @@ TermResult contrastive_run(ContrastiveForm form, double margin, const Tensor& x1
     rows.Ep = x2.data<scalar_t>();
     rows.ia = i1.defined() ? i1.data<int64_t>() : nullptr;
     rows.ip = i2.defined() ? i2.data<int64_t>() : nullptr;
-    if (x1.is_cuda()) {
-#ifdef MN_WITH_CUDA
-      contrastive_forward_cuda<scalar_t>(form, margin, N, D, rows, lab.data<int64_t>(),
-                                         outs<scalar_t>(r));
-#else
-      check_cuda_usable(op, x1);
-#endif
-    } else {
-      contrastive_forward_cpu<scalar_t>(form, margin, N, D, rows, lab.data<int64_t>(),
-                                        outs<scalar_t>(r));
-    }
+    MN_DEVICE_CALL(op, x1.device(), contrastive_forward,
+        form, margin, N, D, rows, lab.data<int64_t>(), outs<scalar_t>(r));
     reduce<scalar_t>(r, red, N, true);
   });
   return r;
@@ -217,12 +194,10 @@ void apply_grad(int64_t N, int64_t D, const TermRows<T>& rows, const TermResult&
                 const Tensor& g, T extra, T* ga, T* gp, T* gn, const Tensor& like) {
   const T* wn = res.wn.defined() ? res.wn.data<T>() : nullptr;
   if (like.is_cuda()) {
-#ifdef MN_WITH_CUDA
-    loss_apply_grad_cuda<T>(N, D, rows, res.wp.data<T>(), wn, g.data<T>(), res.stats.data<T>(),
-                            extra, ga, gp, gn);
-#else
-    check_cuda_usable("loss_backward", like);
-#endif
+    MN_CUDA_BRANCH("loss_backward", like.device(), like.dtype(), {
+      loss_apply_grad_cuda<T>(N, D, rows, res.wp.data<T>(), wn, g.data<T>(), res.stats.data<T>(),
+                              extra, ga, gp, gn);
+    });
   } else {
     loss_apply_grad_cpu<T>(N, D, rows, res.wp.data<T>(), wn, g.data<T>(), res.stats.data<T>(),
                            extra, ga, gp, gn);
@@ -306,15 +281,8 @@ LmnnResult lmnn_terms(const Tensor& x, const Tensor& l, const Tensor& pairs,
   r.push = triplet_loss_terms_indexed(push, r.z, triplets, Reduction::Sum);
   r.stats = Tensor::empty({kStatsLen}, x.dtype(), x.device());
   MN_DISPATCH_FLOAT(x.dtype(), op, [&] {
-    if (x.is_cuda()) {
-#ifdef MN_WITH_CUDA
-      lmnn_stats_combine_cuda<scalar_t>(r.pull.stats.data<scalar_t>(),
-                                        r.push.stats.data<scalar_t>(), r.stats.data<scalar_t>());
-#endif
-    } else {
-      lmnn_stats_combine_cpu<scalar_t>(r.pull.stats.data<scalar_t>(),
-                                       r.push.stats.data<scalar_t>(), r.stats.data<scalar_t>());
-    }
+    MN_DEVICE_CALL(op, x.device(), lmnn_stats_combine, r.pull.stats.data<scalar_t>(),
+                   r.push.stats.data<scalar_t>(), r.stats.data<scalar_t>());
   });
   return r;
 }
@@ -366,15 +334,13 @@ KochResult koch_terms(const Tensor& h1, const Tensor& h2, const Tensor& alpha, c
   MN_DISPATCH_FLOAT(h1.dtype(), op, [&] {
     using T = scalar_t;
     if (h1.is_cuda()) {
-#ifdef MN_WITH_CUDA
-      koch_forward_cuda<T>(N, D, a.data<T>(), b.data<T>(), al.data<T>(), bi.data<T>(),
-                           tg.data<T>(), r.loss.data<T>(), r.dz.data<T>(), r.dist.data<T>(),
-                           r.is_pos.data<uint8_t>());
-      loss_reduce_cuda<T>(red, N, r.loss.data<T>(), r.dist.data<T>(), nullptr,
-                          r.is_pos.data<uint8_t>(), nullptr, r.stats.data<T>());
-#else
-      check_cuda_usable(op, h1);
-#endif
+      MN_CUDA_BRANCH(op, h1.device(), h1.dtype(), {
+        koch_forward_cuda<T>(N, D, a.data<T>(), b.data<T>(), al.data<T>(), bi.data<T>(),
+                             tg.data<T>(), r.loss.data<T>(), r.dz.data<T>(), r.dist.data<T>(),
+                             r.is_pos.data<uint8_t>());
+        loss_reduce_cuda<T>(red, N, r.loss.data<T>(), r.dist.data<T>(), nullptr,
+                            r.is_pos.data<uint8_t>(), nullptr, r.stats.data<T>());
+      });
     } else {
       koch_forward_cpu<T>(N, D, a.data<T>(), b.data<T>(), al.data<T>(), bi.data<T>(),
                           tg.data<T>(), r.loss.data<T>(), r.dz.data<T>(), r.dist.data<T>(),
@@ -398,13 +364,11 @@ std::vector<Tensor> koch_grad(const KochResult& res, const Tensor& grad_out, con
   MN_DISPATCH_FLOAT(h1.dtype(), "koch_bce_backward", [&] {
     using T = scalar_t;
     if (h1.is_cuda()) {
-#ifdef MN_WITH_CUDA
-      koch_backward_cuda<T>(N, D, a.data<T>(), b.data<T>(), al.data<T>(), res.dz.data<T>(),
-                            g.data<T>(), res.stats.data<T>(), g1.data<T>(), g2.data<T>(),
-                            ga.data<T>(), gb.data<T>());
-#else
-      check_cuda_usable("koch_bce_backward", h1);
-#endif
+      MN_CUDA_BRANCH("koch_bce_backward", h1.device(), h1.dtype(), {
+        koch_backward_cuda<T>(N, D, a.data<T>(), b.data<T>(), al.data<T>(), res.dz.data<T>(),
+                              g.data<T>(), res.stats.data<T>(), g1.data<T>(), g2.data<T>(),
+                              ga.data<T>(), gb.data<T>());
+      });
     } else {
       koch_backward_cpu<T>(N, D, a.data<T>(), b.data<T>(), al.data<T>(), res.dz.data<T>(),
                            g.data<T>(), res.stats.data<T>(), g1.data<T>(), g2.data<T>(),

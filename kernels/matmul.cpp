@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kernels/cpu/gemm.h"
+#include "kernels/cuda/gemm.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_config.h"
 #include "runtime/dispatch.h"
@@ -71,14 +73,12 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
     const scalar_t* B = bc.data<scalar_t>();
     scalar_t* C = out.data<scalar_t>();
     if (a.is_cuda()) {
-#ifdef MN_WITH_CUDA
-      check_cuda_usable(op, a);
-      gemm_batched_cuda<scalar_t>(trans_a, trans_b, batch, M, N, K, scalar_t(1), A,
-                                  std::max<int64_t>(lda, 1), M * K, B, std::max<int64_t>(ldb, 1),
-                                  K * N, scalar_t(0), C, std::max<int64_t>(N, 1), M * N);
-#else
-      check_cuda_usable(op, a);
-#endif
+      MN_CUDA_BRANCH(op, a.device(), a.dtype(), {
+        check_cuda_usable(op, a);
+        gemm_batched_cuda<scalar_t>(trans_a, trans_b, batch, M, N, K, scalar_t(1), A,
+                                    std::max<int64_t>(lda, 1), M * K, B, std::max<int64_t>(ldb, 1),
+                                    K * N, scalar_t(0), C, std::max<int64_t>(N, 1), M * N);
+      });
     } else {
       gemm_batched_cpu<scalar_t>(trans_a, trans_b, batch, M, N, K, scalar_t(1), A,
                                  std::max<int64_t>(lda, 1), M * K, B, std::max<int64_t>(ldb, 1),

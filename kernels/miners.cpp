@@ -1,14 +1,12 @@
 // Tensor-level dispatch of the miners (kernels/miners.h): checks, workspace
 // allocation (counted in workspace_bytes), count -> scan -> fill on the CPU or
-// the GPU, and the small pairwise-distance helper.
+// the GPU. The distance matrix they read comes from kernels/distance.cpp
+// (pairwise_distance_matrix).
 #include "kernels/miners.h"
-#include "kernels/elementwise.h"
-#include "kernels/reduce.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/gemm.h"
 #include "runtime/dispatch.h"
 
 namespace mn::kernels {
@@ -77,25 +75,23 @@ MinedTriplets mine_triplets(const Tensor& dist, const Tensor& labels, const Mine
     A.seed = seed;
     A.offset = offset;
     if (dev.is_cuda()) {
-#ifdef MN_WITH_CUDA
-      miner_prepass_cuda<T>(A);
-      miner_count_cuda<T>(A, counts.data<int64_t>());
-      exclusive_scan_cuda(B * B, counts.data<int64_t>(), offsets.data<int64_t>());
-      const int64_t total = static_cast<int64_t>(offsets.narrow(0, B * B, 1).item());
-      res.triplets = Tensor::empty({total, 3}, DType::I64, dev);
-      if (total > 0) miner_fill_cuda<T>(A, offsets.data<int64_t>(), res.triplets.data<int64_t>());
-      if (mp.kind == MinerKind::KTriplets) {
-        Tensor off2 = Tensor::empty({B + 1}, DType::I64, dev);
-        exclusive_scan_cuda(B, npos.data<int64_t>(), off2.data<int64_t>());
-        const int64_t np = static_cast<int64_t>(off2.narrow(0, B, 1).item());
-        res.pairs = Tensor::empty({np, 2}, DType::I64, dev);
-        if (np > 0)
-          k_pull_pairs_cuda(B, static_cast<int>(k), possel.data<int64_t>(), off2.data<int64_t>(),
-                            res.pairs.data<int64_t>());
-      }
-#else
-      check_cuda_usable(op, d);
-#endif
+      MN_CUDA_BRANCH(op, dev, d.dtype(), {
+        miner_prepass_cuda<T>(A);
+        miner_count_cuda<T>(A, counts.data<int64_t>());
+        exclusive_scan_cuda(B * B, counts.data<int64_t>(), offsets.data<int64_t>());
+        const int64_t total = static_cast<int64_t>(offsets.narrow(0, B * B, 1).item());
+        res.triplets = Tensor::empty({total, 3}, DType::I64, dev);
+        if (total > 0) miner_fill_cuda<T>(A, offsets.data<int64_t>(), res.triplets.data<int64_t>());
+        if (mp.kind == MinerKind::KTriplets) {
+          Tensor off2 = Tensor::empty({B + 1}, DType::I64, dev);
+          exclusive_scan_cuda(B, npos.data<int64_t>(), off2.data<int64_t>());
+          const int64_t np = static_cast<int64_t>(off2.narrow(0, B, 1).item());
+          res.pairs = Tensor::empty({np, 2}, DType::I64, dev);
+          if (np > 0)
+            k_pull_pairs_cuda(B, static_cast<int>(k), possel.data<int64_t>(), off2.data<int64_t>(),
+                              res.pairs.data<int64_t>());
+        }
+      });
     } else {
       miner_prepass_cpu<T>(A);
       int64_t* c = counts.data<int64_t>();
@@ -139,14 +135,12 @@ MinedPairs mine_pairs(const Tensor& dist, const Tensor& labels, PairNegatives ne
   MN_DISPATCH_FLOAT(d.dtype(), op, [&] {
     using T = scalar_t;
     if (d.is_cuda()) {
-#ifdef MN_WITH_CUDA
-      Tensor ws = Tensor::empty({4 * B + 4}, DType::I64, d.device());
-      res.workspace_bytes = static_cast<int64_t>(ws.nbytes());
-      pair_mine_cuda<T>(B, d.data<T>(), lab.data<int64_t>(), neg, seed, offset,
-                        ws.data<int64_t>(), &res.pairs, &res.is_pos, &res.num_pos);
-#else
-      check_cuda_usable(op, d);
-#endif
+      MN_CUDA_BRANCH(op, d.device(), d.dtype(), {
+        Tensor ws = Tensor::empty({4 * B + 4}, DType::I64, d.device());
+        res.workspace_bytes = static_cast<int64_t>(ws.nbytes());
+        pair_mine_cuda<T>(B, d.data<T>(), lab.data<int64_t>(), neg, seed, offset,
+                          ws.data<int64_t>(), &res.pairs, &res.is_pos, &res.num_pos);
+      });
     } else {
       std::vector<int64_t> pv, iv;
       res.num_pos = pair_mine_cpu<T>(B, d.data<T>(), lab.data<int64_t>(), neg, seed, offset, &pv,
@@ -158,41 +152,6 @@ MinedPairs mine_pairs(const Tensor& dist, const Tensor& labels, PairNegatives ne
     }
   });
   return res;
-}
-
-Tensor pairwise_distance_matrix(const Tensor& e, bool squared) {
-  const char* op = "pairwise_distance_matrix";
-  check_defined(op, e, "e");
-  check_floating(op, e);
-  check_dim(op, e, 2, "e");
-  const int64_t B = e.size(0);
-  // Centred on the batch mean: distances are unchanged, but the Gram expansion's
-  // cancellation error (about ulp(|e|^2)) shrinks with the norms (see
-  // kernels/distance.h); embeddings near a common point would otherwise lose every
-  // small distance in float32.
-  Tensor ec = B > 0 ? binary(BinaryOp::Sub, e, mean(e, {0}, true)) : e.contiguous();
-  Tensor g = matmul(ec, ec, false, true);  // (B, B) Gram matrix
-  Tensor out = Tensor::empty({B, B}, e.dtype(), e.device());
-  MN_DISPATCH_FLOAT(e.dtype(), op, [&] {
-    using T = scalar_t;
-    const T* G = g.data<T>();
-    T* o = out.data<T>();
-    if (e.is_cuda()) {
-#ifdef MN_WITH_CUDA
-      distance_from_gram_cuda<T>(B, G, o, squared);
-#else
-      check_cuda_usable(op, e);
-#endif
-    } else {
-      for (int64_t i = 0; i < B; ++i)
-        for (int64_t j = 0; j < B; ++j) {
-          T v = i == j ? T(0) : G[i * B + i] + G[j * B + j] - T(2) * G[i * B + j];
-          v = v > T(0) ? v : T(0);
-          o[i * B + j] = squared ? v : std::sqrt(v);
-        }
-    }
-  });
-  return out;
 }
 
 }  // namespace mn::kernels

@@ -47,6 +47,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/distance.h"
 #include "runtime/rng.h"
 #include "runtime/strided.h"
 #include "runtime/tensor.h"
@@ -88,10 +89,12 @@ MinedTriplets mine_triplets(const Tensor& dist, const Tensor& labels, const Mine
                             Generator* gen = nullptr);
 MinedPairs mine_pairs(const Tensor& dist, const Tensor& labels, PairNegatives neg,
                       Generator* gen = nullptr);
-// (B, B) Euclidean distances of the rows of e (B, D) (squared or plain), diagonal
-// exactly 0; a small helper for the miners (||x||^2 + ||y||^2 - 2 x.y via our GEMM,
-// clamped at 0).
+// (B, B) distances of the rows of e (B, D): the pairwise distance of
+// kernels/distance.h in its self case (symmetric; the diagonal is exactly 0 for
+// L1 and the L2 metrics). `squared` picks L2Squared or L2; the overload takes
+// any metric (L1, L2Squared, L2, Cosine). Defined in kernels/distance.cpp.
 Tensor pairwise_distance_matrix(const Tensor& e, bool squared);
+Tensor pairwise_distance_matrix(const Tensor& e, Metric m);
 
 // ---- raw launchers (kernels/cpu/miners.cpp, kernels/cuda/miners.cu) ----------
 template <typename T>
@@ -141,9 +144,6 @@ template <typename T>
 void miner_count_cuda(const MinerArgs<T>& A, int64_t* counts);
 template <typename T>
 void miner_fill_cuda(const MinerArgs<T>& A, const int64_t* offsets, int64_t* out);
-// out (B, B) = max(G_ii + G_jj - 2 G_ij, 0) (sqrt unless squared), diagonal 0.
-template <typename T>
-void distance_from_gram_cuda(int64_t B, const T* G, T* out, bool squared);
 // Exclusive scan of n counts into offsets (n + 1), offsets[n] = total (device).
 void exclusive_scan_cuda(int64_t n, const int64_t* counts, int64_t* offsets);
 // Pull pairs of the k-miners: out (sum npos, 2) from possel/npos and offsets (B+1).

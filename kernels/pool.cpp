@@ -39,17 +39,8 @@ std::pair<Tensor, Tensor> max_pool2d_forward(const Tensor& x_, const Pool2dParam
   Tensor y = Tensor::empty({g.N, g.C, g.P, g.Q}, x.dtype(), x.device());
   Tensor am = Tensor::empty({g.N, g.C, g.P, g.Q}, DType::I32, x.device());
   if (y.numel() == 0) return {y, am};
-  MN_DISPATCH_FLOAT(x.dtype(), op, [&] {
-    if (x.is_cuda()) {
-#ifdef MN_WITH_CUDA
-      max_pool2d_forward_cuda<scalar_t>(g, x.data<scalar_t>(), y.data<scalar_t>(), am.data<int32_t>());
-#else
-      check_cuda_usable(op, x);
-#endif
-    } else {
-      max_pool2d_forward_cpu<scalar_t>(g, x.data<scalar_t>(), y.data<scalar_t>(), am.data<int32_t>());
-    }
-  });
+  MN_DISPATCH_KERNEL(op, x, max_pool2d_forward,
+      g, x.data<scalar_t>(), y.data<scalar_t>(), am.data<int32_t>());
   return {y, am};
 }
 
@@ -68,17 +59,8 @@ Tensor max_pool2d_backward(const Tensor& dy_, const Tensor& am_, const Shape& x_
   const Tensor dy = dy_.contiguous(), am = am_.contiguous();
   Tensor dx = Tensor::empty(x_shape, dy.dtype(), dy.device());
   if (dx.numel() == 0) return dx;
-  MN_DISPATCH_FLOAT(dy.dtype(), op, [&] {
-    if (dy.is_cuda()) {
-#ifdef MN_WITH_CUDA
-      max_pool2d_backward_cuda<scalar_t>(g, dy.data<scalar_t>(), am.data<int32_t>(), dx.data<scalar_t>());
-#else
-      check_cuda_usable(op, dy);
-#endif
-    } else {
-      max_pool2d_backward_cpu<scalar_t>(g, dy.data<scalar_t>(), am.data<int32_t>(), dx.data<scalar_t>());
-    }
-  });
+  MN_DISPATCH_KERNEL(op, dy, max_pool2d_backward,
+      g, dy.data<scalar_t>(), am.data<int32_t>(), dx.data<scalar_t>());
   return dx;
 }
 
@@ -90,17 +72,8 @@ Tensor avg_pool2d_forward(const Tensor& x_, const Pool2dParams& p) {
   const Tensor x = x_.contiguous();
   Tensor y = Tensor::empty({g.N, g.C, g.P, g.Q}, x.dtype(), x.device());
   if (y.numel() == 0) return y;
-  MN_DISPATCH_FLOAT(x.dtype(), op, [&] {
-    if (x.is_cuda()) {
-#ifdef MN_WITH_CUDA
-      avg_pool2d_forward_cuda<scalar_t>(g, x.data<scalar_t>(), y.data<scalar_t>(), p.count_include_pad);
-#else
-      check_cuda_usable(op, x);
-#endif
-    } else {
-      avg_pool2d_forward_cpu<scalar_t>(g, x.data<scalar_t>(), y.data<scalar_t>(), p.count_include_pad);
-    }
-  });
+  MN_DISPATCH_KERNEL(op, x, avg_pool2d_forward,
+      g, x.data<scalar_t>(), y.data<scalar_t>(), p.count_include_pad);
   return y;
 }
 
@@ -114,17 +87,8 @@ Tensor avg_pool2d_backward(const Tensor& dy_, const Shape& x_shape, const Pool2d
   const Tensor dy = dy_.contiguous();
   Tensor dx = Tensor::empty(x_shape, dy.dtype(), dy.device());
   if (dx.numel() == 0) return dx;
-  MN_DISPATCH_FLOAT(dy.dtype(), op, [&] {
-    if (dy.is_cuda()) {
-#ifdef MN_WITH_CUDA
-      avg_pool2d_backward_cuda<scalar_t>(g, dy.data<scalar_t>(), dx.data<scalar_t>(), p.count_include_pad);
-#else
-      check_cuda_usable(op, dy);
-#endif
-    } else {
-      avg_pool2d_backward_cpu<scalar_t>(g, dy.data<scalar_t>(), dx.data<scalar_t>(), p.count_include_pad);
-    }
-  });
+  MN_DISPATCH_KERNEL(op, dy, avg_pool2d_backward,
+      g, dy.data<scalar_t>(), dx.data<scalar_t>(), p.count_include_pad);
   return dx;
 }
 

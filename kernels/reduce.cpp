@@ -75,17 +75,8 @@ ValuesIndices run(ReduceOp op, const Tensor& x_in, const std::vector<int64_t>& d
   res.values = Tensor::empty(p.out_shape, p.x.dtype(), p.x.device());
   if (want_idx) res.indices = Tensor::empty(p.out_shape, DType::I64, p.x.device());
   int64_t* ip = want_idx ? res.indices.data<int64_t>() : nullptr;
-  MN_DISPATCH_FLOAT(p.x.dtype(), name, [&] {
-    if (p.x.is_cuda()) {
-#ifdef MN_WITH_CUDA
-      reduce_cuda<scalar_t>(op, p.x.data<scalar_t>(), p.outer, p.r, p.inner, res.values.data<scalar_t>(), ip);
-#else
-      check_cuda_usable(name, p.x);
-#endif
-    } else {
-      reduce_cpu<scalar_t>(op, p.x.data<scalar_t>(), p.outer, p.r, p.inner, res.values.data<scalar_t>(), ip);
-    }
-  });
+  MN_DISPATCH_KERNEL(name, p.x, reduce,
+      op, p.x.data<scalar_t>(), p.outer, p.r, p.inner, res.values.data<scalar_t>(), ip);
   return res;
 }
 }  // namespace

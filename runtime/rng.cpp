@@ -68,9 +68,8 @@ template <typename T>
 void fill_typed(const Tensor& dst, const FillArgs& f, int64_t nblocks) {
   T* out = dst.data<T>();
   if (dst.is_cuda()) {
-#ifdef MN_WITH_CUDA
-    rng_detail::fill_cuda<T>(out, f, dst.device().index);
-#endif
+    MN_CUDA_BRANCH("rng_fill", dst.device(), dst.dtype(),
+                   rng_detail::fill_cuda<T>(out, f, dst.device().index));
     return;
   }
   // About 16 K elements per chunk: a Philox block costs ~40 integer ops.

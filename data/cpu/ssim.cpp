@@ -88,21 +88,9 @@ Tensor ssim_pairs(const Tensor& images, const Tensor& ia, const Tensor& ib, doub
   const int64_t P = a.numel();
   Tensor out = Tensor::empty({P}, x.dtype(), x.device());
   if (P == 0) return out;
-  MN_DISPATCH_FLOAT(x.dtype(), "ssim_pairs", [&] {
-    if (x.is_cuda()) {
-#ifdef MN_WITH_CUDA
-      ssim_pairs_cuda<scalar_t>(x.data<scalar_t>(), x.size(0), x.size(1), x.size(2),
-                                a.data<int64_t>(), b.data<int64_t>(), P, data_range,
-                                out.data<scalar_t>());
-#else
-      check_cuda_usable("ssim_pairs", x);
-#endif
-    } else {
-      ssim_pairs_cpu<scalar_t>(x.data<scalar_t>(), x.size(0), x.size(1), x.size(2),
-                               a.data<int64_t>(), b.data<int64_t>(), P, data_range,
-                               out.data<scalar_t>());
-    }
-  });
+  MN_DISPATCH_KERNEL("ssim_pairs", x, ssim_pairs,
+      x.data<scalar_t>(), x.size(0), x.size(1), x.size(2), a.data<int64_t>(), b.data<int64_t>(), P,
+      data_range, out.data<scalar_t>());
   return out;
 }
 

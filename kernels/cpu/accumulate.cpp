@@ -23,19 +23,8 @@ void axpy_(Tensor& y, const Tensor& x, double alpha) {
   check_same_dtype("axpy_", y, x);
   MN_CHECK(y.is_contiguous(), "axpy_: destination ", y.desc(), " must be contiguous");
   Tensor xc = x.shape() == y.shape() ? x.contiguous() : x.expand(y.shape()).contiguous();
-  MN_DISPATCH_FLOAT(y.dtype(), "axpy_", [&] {
-    if (y.is_cuda()) {
-#ifdef MN_WITH_CUDA
-      axpy_cuda<scalar_t>(y.numel(), static_cast<scalar_t>(alpha), xc.data<scalar_t>(),
-                          y.data<scalar_t>());
-#else
-      check_cuda_usable("axpy_", y);
-#endif
-    } else {
-      axpy_cpu<scalar_t>(y.numel(), static_cast<scalar_t>(alpha), xc.data<scalar_t>(),
-                         y.data<scalar_t>());
-    }
-  });
+  MN_DISPATCH_KERNEL("axpy_", y, axpy,
+      y.numel(), static_cast<scalar_t>(alpha), xc.data<scalar_t>(), y.data<scalar_t>());
 }
 
 }  // namespace mn::kernels

@@ -80,17 +80,8 @@ Tensor activation_forward(Act a, const Tensor& x_in, const ActParams& p) {
   Tensor x = x_in.contiguous();
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (x.numel() == 0) return y;
-  MN_DISPATCH_FLOAT(x.dtype(), op, [&] {
-    if (x.is_cuda()) {
-#ifdef MN_WITH_CUDA
-      activation_forward_cuda<scalar_t>(a, p, x.numel(), x.data<scalar_t>(), y.data<scalar_t>());
-#else
-      check_cuda_usable(op, x);
-#endif
-    } else {
-      activation_forward_cpu<scalar_t>(a, p, x.numel(), x.data<scalar_t>(), y.data<scalar_t>());
-    }
-  });
+  MN_DISPATCH_KERNEL(op, x, activation_forward,
+      a, p, x.numel(), x.data<scalar_t>(), y.data<scalar_t>());
   return y;
 }
 
@@ -104,19 +95,8 @@ Tensor activation_backward(Act a, const Tensor& saved_in, const Tensor& gy_in, c
   Tensor s = saved_in.contiguous(), gy = gy_in.contiguous();
   Tensor gx = Tensor::empty(s.shape(), s.dtype(), s.device());
   if (s.numel() == 0) return gx;
-  MN_DISPATCH_FLOAT(s.dtype(), op, [&] {
-    if (s.is_cuda()) {
-#ifdef MN_WITH_CUDA
-      activation_backward_cuda<scalar_t>(a, p, s.numel(), s.data<scalar_t>(), gy.data<scalar_t>(),
-                                         gx.data<scalar_t>());
-#else
-      check_cuda_usable(op, s);
-#endif
-    } else {
-      activation_backward_cpu<scalar_t>(a, p, s.numel(), s.data<scalar_t>(), gy.data<scalar_t>(),
-                                        gx.data<scalar_t>());
-    }
-  });
+  MN_DISPATCH_KERNEL(op, s, activation_backward,
+      a, p, s.numel(), s.data<scalar_t>(), gy.data<scalar_t>(), gx.data<scalar_t>());
   return gx;
 }
 

@@ -149,17 +149,15 @@ BatchNormResult batchnorm_forward(const Tensor& x_in, const Tensor& gamma, const
                     Tensor::empty({C}, x.dtype(), x.device())};
   MN_DISPATCH_FLOAT(x.dtype(), op, [&] {
     if (x.is_cuda()) {
-#ifdef MN_WITH_CUDA
-      Tensor work = Tensor::empty({batchnorm_cuda_workspace(C)}, x.dtype(), x.device());
-      batchnorm_forward_cuda<scalar_t>(N, C, L, x.data<scalar_t>(), ptr_or_null<scalar_t>(gamma),
-                                       ptr_or_null<scalar_t>(beta),
-                                       ptr_or_null<scalar_t>(running_mean),
-                                       ptr_or_null<scalar_t>(running_var), training, momentum, eps,
-                                       r.y.data<scalar_t>(), r.mean.data<scalar_t>(),
-                                       r.invstd.data<scalar_t>(), work.data<scalar_t>());
-#else
-      check_cuda_usable(op, x);
-#endif
+      MN_CUDA_BRANCH(op, x.device(), x.dtype(), {
+        Tensor work = Tensor::empty({batchnorm_cuda_workspace(C)}, x.dtype(), x.device());
+        batchnorm_forward_cuda<scalar_t>(N, C, L, x.data<scalar_t>(), ptr_or_null<scalar_t>(gamma),
+                                         ptr_or_null<scalar_t>(beta),
+                                         ptr_or_null<scalar_t>(running_mean),
+                                         ptr_or_null<scalar_t>(running_var), training, momentum, eps,
+                                         r.y.data<scalar_t>(), r.mean.data<scalar_t>(),
+                                         r.invstd.data<scalar_t>(), work.data<scalar_t>());
+      });
     } else {
       batchnorm_forward_cpu<scalar_t>(N, C, L, x.data<scalar_t>(), ptr_or_null<scalar_t>(gamma),
                                       ptr_or_null<scalar_t>(beta),
@@ -191,15 +189,13 @@ BatchNormGrads batchnorm_backward(const Tensor& x_in, const Tensor& gy_in, const
   }
   MN_DISPATCH_FLOAT(x.dtype(), op, [&] {
     if (x.is_cuda()) {
-#ifdef MN_WITH_CUDA
-      Tensor work = Tensor::empty({batchnorm_cuda_workspace(C)}, x.dtype(), x.device());
-      batchnorm_backward_cuda<scalar_t>(
-          N, C, L, x.data<scalar_t>(), gy.data<scalar_t>(), mean.data<scalar_t>(),
-          invstd.data<scalar_t>(), ptr_or_null<scalar_t>(gamma), training, g.dx.data<scalar_t>(),
-          ptr_or_null<scalar_t>(g.dgamma), ptr_or_null<scalar_t>(g.dbeta), work.data<scalar_t>());
-#else
-      check_cuda_usable(op, x);
-#endif
+      MN_CUDA_BRANCH(op, x.device(), x.dtype(), {
+        Tensor work = Tensor::empty({batchnorm_cuda_workspace(C)}, x.dtype(), x.device());
+        batchnorm_backward_cuda<scalar_t>(
+            N, C, L, x.data<scalar_t>(), gy.data<scalar_t>(), mean.data<scalar_t>(),
+            invstd.data<scalar_t>(), ptr_or_null<scalar_t>(gamma), training, g.dx.data<scalar_t>(),
+            ptr_or_null<scalar_t>(g.dgamma), ptr_or_null<scalar_t>(g.dbeta), work.data<scalar_t>());
+      });
     } else {
       batchnorm_backward_cpu<scalar_t>(N, C, L, x.data<scalar_t>(), gy.data<scalar_t>(),
                                        mean.data<scalar_t>(), invstd.data<scalar_t>(),

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "kernels/conv2d.h"
-#include "kernels/gemm.h"
+#include "kernels/cpu/gemm.h"
 #include "runtime/parallel.h"
 
 namespace mn::kernels {

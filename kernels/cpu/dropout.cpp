@@ -53,19 +53,8 @@ DropoutResult dropout_forward(const Tensor& x_in, double p, uint64_t seed, uint6
   DropoutResult r{Tensor::empty(x.shape(), x.dtype(), x.device()),
                   Tensor::empty(x.shape(), DType::U8, x.device()), seed, offset};
   if (x.numel() == 0) return r;
-  MN_DISPATCH_FLOAT(x.dtype(), op, [&] {
-    if (x.is_cuda()) {
-#ifdef MN_WITH_CUDA
-      dropout_forward_cuda<scalar_t>(x.numel(), x.data<scalar_t>(), p, seed, offset,
-                                     r.mask.data<uint8_t>(), r.y.data<scalar_t>());
-#else
-      check_cuda_usable(op, x);
-#endif
-    } else {
-      dropout_forward_cpu<scalar_t>(x.numel(), x.data<scalar_t>(), p, seed, offset,
-                                    r.mask.data<uint8_t>(), r.y.data<scalar_t>());
-    }
-  });
+  MN_DISPATCH_KERNEL(op, x, dropout_forward,
+      x.numel(), x.data<scalar_t>(), p, seed, offset, r.mask.data<uint8_t>(), r.y.data<scalar_t>());
   return r;
 }
 
@@ -88,19 +77,8 @@ Tensor dropout_backward(const Tensor& gy_in, const Tensor& mask_in, double p) {
   Tensor gy = gy_in.contiguous(), mask = mask_in.contiguous();
   Tensor gx = Tensor::empty(gy.shape(), gy.dtype(), gy.device());
   if (gy.numel() == 0) return gx;
-  MN_DISPATCH_FLOAT(gy.dtype(), op, [&] {
-    if (gy.is_cuda()) {
-#ifdef MN_WITH_CUDA
-      dropout_backward_cuda<scalar_t>(gy.numel(), gy.data<scalar_t>(), mask.data<uint8_t>(), p,
-                                      gx.data<scalar_t>());
-#else
-      check_cuda_usable(op, gy);
-#endif
-    } else {
-      dropout_backward_cpu<scalar_t>(gy.numel(), gy.data<scalar_t>(), mask.data<uint8_t>(), p,
-                                     gx.data<scalar_t>());
-    }
-  });
+  MN_DISPATCH_KERNEL(op, gy, dropout_backward,
+      gy.numel(), gy.data<scalar_t>(), mask.data<uint8_t>(), p, gx.data<scalar_t>());
   return gx;
 }
 

@@ -17,7 +17,7 @@
 #include <cstring>
 
 #include "kernels/cpu/gemm_internal.h"
-#include "kernels/gemm.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/gemm_config.h"
 #include "runtime/error.h"
 #include "runtime/parallel.h"

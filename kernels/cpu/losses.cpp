@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/distance_math.h"
 #include "kernels/losses.h"
 #include "runtime/parallel.h"
 
@@ -13,23 +14,7 @@ namespace {
 
 inline int64_t row_of(const int64_t* idx, int64_t t) { return idx ? idx[t] : t; }
 
-// ||x - y||^2 with 8 partial sums so the loop vectorises without -ffast-math.
-template <typename T>
-T sqdist(const T* x, const T* y, int64_t D) {
-  T acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t j = 0;
-  for (; j + 8 <= D; j += 8)
-    for (int u = 0; u < 8; ++u) {
-      T d = x[j + u] - y[j + u];
-      acc[u] += d * d;
-    }
-  T s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-  for (; j < D; ++j) {
-    T d = x[j] - y[j];
-    s += d * d;
-  }
-  return s;
-}
+using dist_math::row_sq_l2;  // the one per-row squared distance (kernels/cpu/distance_math.h)
 
 int64_t grain_for(int64_t D) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(D, 1)); }
 
@@ -60,8 +45,9 @@ void triplet_loss_forward_cpu(const TripletLossParams& P, int64_t N, int64_t D,
     for (int64_t t = b; t < e; ++t) {
       const T* a = r.Ea + row_of(r.ia, t) * D;
       T dp, kp, dn = T(0), kn = T(0);
-      loss_math::dist_from_sq(P.dist, sqdist(a, r.Ep + row_of(r.ip, t) * D, D), &dp, &kp);
-      if (!pair) loss_math::dist_from_sq(P.dist, sqdist(a, r.En + row_of(r.in, t) * D, D), &dn, &kn);
+      loss_math::dist_from_sq(P.dist, row_sq_l2(a, r.Ep + row_of(r.ip, t) * D, D), &dp, &kp);
+      if (!pair)
+        loss_math::dist_from_sq(P.dist, row_sq_l2(a, r.En + row_of(r.in, t) * D, D), &dn, &kn);
       o.dp[t] = dp;
       if (o.dn) o.dn[t] = dn;
       if (global) {  // remember the factors for pass 2
@@ -105,7 +91,7 @@ void contrastive_forward_cpu(ContrastiveForm form, double margin, int64_t N, int
   const T M = T(margin);
   parallel_for(0, N, grain_for(D), [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
-      const T s = sqdist(r.Ea + row_of(r.ia, t) * D, r.Ep + row_of(r.ip, t) * D, D);
+      const T s = row_sq_l2(r.Ea + row_of(r.ia, t) * D, r.Ep + row_of(r.ip, t) * D, D);
       T d, k;
       loss_math::dist_from_sq(DistKind::Plain, s, &d, &k);
       T l, w;

@@ -90,19 +90,8 @@ LrnResult lrn_forward(const Tensor& x_in, const LrnOptions& o) {
   LrnResult r{Tensor::empty(x.shape(), x.dtype(), x.device()),
               Tensor::empty(x.shape(), x.dtype(), x.device())};
   if (x.numel() == 0) return r;
-  MN_DISPATCH_FLOAT(x.dtype(), "lrn", [&] {
-    if (x.is_cuda()) {
-#ifdef MN_WITH_CUDA
-      lrn_forward_cuda<scalar_t>(o, N, C, HW, x.data<scalar_t>(), r.y.data<scalar_t>(),
-                                 r.scale.data<scalar_t>());
-#else
-      check_cuda_usable("lrn", x);
-#endif
-    } else {
-      lrn_forward_cpu<scalar_t>(o, N, C, HW, x.data<scalar_t>(), r.y.data<scalar_t>(),
-                                r.scale.data<scalar_t>());
-    }
-  });
+  MN_DISPATCH_KERNEL("lrn", x, lrn_forward,
+      o, N, C, HW, x.data<scalar_t>(), r.y.data<scalar_t>(), r.scale.data<scalar_t>());
   return r;
 }
 
@@ -118,19 +107,8 @@ Tensor lrn_backward(const Tensor& x_in, const Tensor& y_in, const Tensor& s_in, 
   const int64_t N = x.size(0), C = x.size(1), HW = x.numel() / std::max<int64_t>(1, N * C);
   Tensor gx = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (x.numel() == 0) return gx;
-  MN_DISPATCH_FLOAT(x.dtype(), "lrn_backward", [&] {
-    if (x.is_cuda()) {
-#ifdef MN_WITH_CUDA
-      lrn_backward_cuda<scalar_t>(o, N, C, HW, x.data<scalar_t>(), y.data<scalar_t>(),
-                                  s.data<scalar_t>(), g.data<scalar_t>(), gx.data<scalar_t>());
-#else
-      check_cuda_usable("lrn_backward", x);
-#endif
-    } else {
-      lrn_backward_cpu<scalar_t>(o, N, C, HW, x.data<scalar_t>(), y.data<scalar_t>(),
-                                 s.data<scalar_t>(), g.data<scalar_t>(), gx.data<scalar_t>());
-    }
-  });
+  MN_DISPATCH_KERNEL("lrn_backward", x, lrn_backward,
+      o, N, C, HW, x.data<scalar_t>(), y.data<scalar_t>(), s.data<scalar_t>(), g.data<scalar_t>(), gx.data<scalar_t>());
   return gx;
 }
 

@@ -176,25 +176,14 @@ MN_INSTANTIATE_OPTIM(double)
 
 // ---- dispatch --------------------------------------------------------------------
 
-#ifndef MN_WITH_CUDA
-namespace {
-// No silent CPU fallback: a CUDA group in a CPU-only build is an error.
-[[noreturn]] void check_device(const char* op, Device device) {
-  MN_THROW(op, ": parameters are on ", device.str(), " but this build has no CUDA kernels");
-}
-}  // namespace
-#endif
-
 void fused_sgd_step(MultiTensorPlan& plan, DType dtype, Device device, const SgdHyper& h) {
   if (plan.empty()) return;
   MN_DISPATCH_FLOAT(dtype, "fused_sgd_step", [&] {
     if (device.is_cuda()) {
-#ifdef MN_WITH_CUDA
-      sgd_step_cuda<scalar_t>(plan.device_descs(device), plan.device_chunks(device),
-                              plan.num_chunks(), h);
-#else
-      check_device("fused_sgd_step", device);
-#endif
+      MN_CUDA_BRANCH("fused_sgd_step", device, dtype, {
+        sgd_step_cuda<scalar_t>(plan.device_descs(device), plan.device_chunks(device),
+                                plan.num_chunks(), h);
+      });
     } else {
       sgd_step_cpu<scalar_t>(plan.descs().data(), plan.chunks().data(), plan.num_chunks(), h);
     }
@@ -205,12 +194,10 @@ void fused_adam_step(MultiTensorPlan& plan, DType dtype, Device device, const Ad
   if (plan.empty()) return;
   MN_DISPATCH_FLOAT(dtype, "fused_adam_step", [&] {
     if (device.is_cuda()) {
-#ifdef MN_WITH_CUDA
-      adam_step_cuda<scalar_t>(plan.device_descs(device), plan.device_chunks(device),
-                               plan.num_chunks(), h);
-#else
-      check_device("fused_adam_step", device);
-#endif
+      MN_CUDA_BRANCH("fused_adam_step", device, dtype, {
+        adam_step_cuda<scalar_t>(plan.device_descs(device), plan.device_chunks(device),
+                                 plan.num_chunks(), h);
+      });
     } else {
       adam_step_cpu<scalar_t>(plan.descs().data(), plan.chunks().data(), plan.num_chunks(), h);
     }
@@ -225,12 +212,10 @@ void fused_grad_sumsq(MultiTensorPlan& plan, DType dtype, Device device, Tensor&
   if (plan.empty()) return;
   MN_DISPATCH_FLOAT(dtype, "fused_grad_sumsq", [&] {
     if (device.is_cuda()) {
-#ifdef MN_WITH_CUDA
-      grad_sumsq_cuda<scalar_t>(plan.device_descs(device), plan.device_chunks(device),
-                                plan.num_chunks(), sumsq.data<double>());
-#else
-      check_device("fused_grad_sumsq", device);
-#endif
+      MN_CUDA_BRANCH("fused_grad_sumsq", device, dtype, {
+        grad_sumsq_cuda<scalar_t>(plan.device_descs(device), plan.device_chunks(device),
+                                  plan.num_chunks(), sumsq.data<double>());
+      });
     } else {
       *sumsq.data<double>() +=
           grad_sumsq_cpu<scalar_t>(plan.descs().data(), plan.chunks().data(), plan.num_chunks());
@@ -246,12 +231,10 @@ void fused_clip_scale(MultiTensorPlan& plan, DType dtype, Device device, const T
   if (plan.empty()) return;
   MN_DISPATCH_FLOAT(dtype, "fused_clip_scale", [&] {
     if (device.is_cuda()) {
-#ifdef MN_WITH_CUDA
-      clip_scale_cuda<scalar_t>(plan.device_descs(device), plan.device_chunks(device),
-                                plan.num_chunks(), sumsq.data<double>(), max_norm, eps);
-#else
-      check_device("fused_clip_scale", device);
-#endif
+      MN_CUDA_BRANCH("fused_clip_scale", device, dtype, {
+        clip_scale_cuda<scalar_t>(plan.device_descs(device), plan.device_chunks(device),
+                                  plan.num_chunks(), sumsq.data<double>(), max_norm, eps);
+      });
     } else {
       const double coef = max_norm / (std::sqrt(*sumsq.data<double>()) + eps);
       if (coef < 1.0)

@@ -1,23 +1,21 @@
-// CUDA distance layers. Elementwise kernels for |a - b|; one warp per row for the
-// row distances and the squared row norms; the pairwise matrices use our GEMM
-// (gemm_cuda) for A B^T, W B and W^T A, plus elementwise / row / column passes.
-// Same formulas and zero-distance conventions as the CPU (kernels/distance.h).
+// CUDA distances. Elementwise kernels for |a - b|; one warp per row for the
+// row distances and the squared row norms (the warp primitives shared with the
+// fused losses, kernels/cuda/distance_math.cuh); pairwise L1 in the direct
+// difference form (a thread per output element, forward and backward); the
+// Gram-based pairwise matrices use our GEMM (gemm_cuda) for A B^T, W B and
+// W^T A, plus elementwise / row / column passes. Same formulas, zero-distance
+// conventions and self case as the CPU (kernels/distance.h).
+#include "kernels/cuda/distance_math.cuh"
+#include "kernels/cuda/gemm.h"
 #include "kernels/distance.h"
-#include "kernels/gemm.h"
 #include "runtime/cuda_check.h"
 
 namespace mn::kernels {
 namespace {
 
-template <typename T>
-__device__ __forceinline__ T sgn(T v) {
-  return v > T(0) ? T(1) : (v < T(0) ? T(-1) : T(0));
-}
-template <typename T>
-__device__ __forceinline__ T warp_sum(T v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-  return __shfl_sync(0xffffffffu, v, 0);
-}
+using dist_math::sgn;
+using dist_math::warp_sum;
+
 template <typename T>
 __device__ __forceinline__ T clamped_norm(T sq) {
   const T n = sqrt(sq);
@@ -49,13 +47,11 @@ __global__ void row_dist_fwd_kernel(int k, int64_t N, int64_t D, const T* __rest
   const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
   const int lane = threadIdx.x & 31;
   for (int64_t r = blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32; r < N; r += warps) {
-    T acc = T(0);
-    for (int64_t d = lane; d < D; d += 32) {
-      const T diff = a[r * D + d] - b[r * D + d];
-      acc += k == int(RowDist::L1) ? fabs(diff) : diff * diff;
-    }
-    acc = warp_sum(acc);
-    if (lane == 0) out[r] = k == int(RowDist::L2) ? sqrt(acc) : acc;
+    const T* p = a + r * D;
+    const T* q = b + r * D;
+    const T acc = k == int(Metric::L1) ? dist_math::warp_l1(p, q, D, lane)
+                                       : dist_math::warp_sq_l2(p, q, D, lane);
+    if (lane == 0) out[r] = k == int(Metric::L2) ? sqrt(acc) : acc;
   }
 }
 template <typename T>
@@ -91,8 +87,9 @@ __global__ void row_sqnorm_kernel(int64_t M, int64_t D, const T* __restrict__ A,
 
 // out holds A B^T on entry.
 template <typename T>
-__global__ void pairwise_combine_kernel(int m, int64_t M, int64_t N, const T* __restrict__ na,
-                                        const T* __restrict__ nb, T* __restrict__ out) {
+__global__ void pairwise_combine_kernel(int m, bool self, int64_t M, int64_t N,
+                                        const T* __restrict__ na, const T* __restrict__ nb,
+                                        T* __restrict__ out) {
   const int64_t total = M * N;
   for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < total;
        idx += (int64_t)gridDim.x * blockDim.x) {
@@ -101,10 +98,53 @@ __global__ void pairwise_combine_kernel(int m, int64_t M, int64_t N, const T* __
     if (m == int(Pairwise::Cosine)) {
       out[idx] = T(1) - g / (clamped_norm(na[i]) * clamped_norm(nb[j]));
     } else {
-      T s = na[i] + nb[j] - T(2) * g;
+      T s = self && i == j ? T(0) : na[i] + nb[j] - T(2) * g;
       s = s > T(0) ? s : T(0);
       out[idx] = m == int(Pairwise::Euclidean) ? sqrt(s) : s;
     }
+  }
+}
+
+// Self case: the squared norms are the Gram diagonal (out holds A A^T).
+template <typename T>
+__global__ void gram_diag_kernel(int64_t M, const T* __restrict__ G, T* __restrict__ na,
+                                 T* __restrict__ nb) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < M;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    na[i] = G[i * M + i];
+    nb[i] = G[i * M + i];
+  }
+}
+
+// L1 forward, a thread per (i, j): the row pair is read once from global
+// memory (rows are short: D is an embedding size).
+template <typename T>
+__global__ void pairwise_l1_fwd_kernel(int64_t M, int64_t N, int64_t D, const T* __restrict__ A,
+                                       const T* __restrict__ B, T* __restrict__ out) {
+  for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < M * N;
+       idx += (int64_t)gridDim.x * blockDim.x) {
+    const T* p = A + (idx / N) * D;
+    const T* q = B + (idx % N) * D;
+    T acc = T(0);
+    for (int64_t d = 0; d < D; ++d) acc += fabs(p[d] - q[d]);
+    out[idx] = acc;
+  }
+}
+
+// L1 backward, a thread per (r, d) of X: gX[r, d] = sum_c G(r, c) sign(X_rd - Y_cd),
+// G(r, c) = G[r * gs_r + c * gs_c] (gA: X = A, Y = B; gB: X = B, Y = A, G transposed).
+// Fixed summation order over c: deterministic.
+template <typename T>
+__global__ void pairwise_l1_bwd_kernel(int64_t R, int64_t C, int64_t D, const T* __restrict__ X,
+                                       const T* __restrict__ Y, const T* __restrict__ G,
+                                       int64_t gs_r, int64_t gs_c, T* __restrict__ gX) {
+  for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < R * D;
+       idx += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t r = idx / D, d = idx % D;
+    const T x = X[idx];
+    T acc = T(0);
+    for (int64_t c = 0; c < C; ++c) acc += G[r * gs_r + c * gs_c] * sgn(x - Y[c * D + d]);
+    gX[idx] = acc;
   }
 }
 
@@ -209,13 +249,25 @@ void row_distance_backward_cuda(RowDist k, int64_t N, int64_t D, const T* a, con
 template <typename T>
 void pairwise_forward_cuda(Pairwise m, int64_t M, int64_t N, int64_t D, const T* A, const T* B,
                            T* out, T* na, T* nb) {
-  row_sqnorm_kernel<T><<<warp_grid(M), 256, 0, cuda::stream()>>>(M, D, A, na);
-  CUDA_CHECK_LAUNCH("row_sqnorm_kernel");
-  row_sqnorm_kernel<T><<<warp_grid(N), 256, 0, cuda::stream()>>>(N, D, B, nb);
-  CUDA_CHECK_LAUNCH("row_sqnorm_kernel");
+  if (m == Metric::L1) {
+    pairwise_l1_fwd_kernel<T><<<cuda::grid_for(M * N), 256, 0, cuda::stream()>>>(M, N, D, A, B,
+                                                                                out);
+    CUDA_CHECK_LAUNCH("pairwise_l1_fwd_kernel");
+    return;
+  }
+  const bool self = A == B && M == N;
   gemm_cuda<T>(false, true, M, N, D, T(1), A, D, B, D, T(0), out, N);
-  pairwise_combine_kernel<T><<<cuda::grid_for(M * N), 256, 0, cuda::stream()>>>(int(m), M, N, na,
-                                                                                nb, out);
+  if (self) {
+    gram_diag_kernel<T><<<cuda::grid_for(M), 256, 0, cuda::stream()>>>(M, out, na, nb);
+    CUDA_CHECK_LAUNCH("gram_diag_kernel");
+  } else {
+    row_sqnorm_kernel<T><<<warp_grid(M), 256, 0, cuda::stream()>>>(M, D, A, na);
+    CUDA_CHECK_LAUNCH("row_sqnorm_kernel");
+    row_sqnorm_kernel<T><<<warp_grid(N), 256, 0, cuda::stream()>>>(N, D, B, nb);
+    CUDA_CHECK_LAUNCH("row_sqnorm_kernel");
+  }
+  pairwise_combine_kernel<T><<<cuda::grid_for(M * N), 256, 0, cuda::stream()>>>(int(m), self, M,
+                                                                                N, na, nb, out);
   CUDA_CHECK_LAUNCH("pairwise_combine_kernel");
 }
 
@@ -223,6 +275,19 @@ template <typename T>
 void pairwise_backward_cuda(Pairwise m, int64_t M, int64_t N, int64_t D, const T* A, const T* B,
                             const T* out, const T* na, const T* nb, const T* gout, T* gA, T* gB,
                             T* work) {
+  if (m == Metric::L1) {
+    if (gA) {
+      pairwise_l1_bwd_kernel<T><<<cuda::grid_for(M * D), 256, 0, cuda::stream()>>>(
+          M, N, D, A, B, gout, N, 1, gA);
+      CUDA_CHECK_LAUNCH("pairwise_l1_bwd_kernel");
+    }
+    if (gB) {
+      pairwise_l1_bwd_kernel<T><<<cuda::grid_for(N * D), 256, 0, cuda::stream()>>>(
+          N, M, D, B, A, gout, 1, N, gB);
+      CUDA_CHECK_LAUNCH("pairwise_l1_bwd_kernel");
+    }
+    return;
+  }
   T* W = work;
   T* alpha = work + M * N;
   T* beta = alpha + M;

@@ -36,7 +36,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/gemm.h"
+#include "kernels/cuda/gemm.h"
 #include "kernels/gemm_config.h"
 #include "runtime/cuda_check.h"
 

@@ -9,6 +9,7 @@
 //     accumulate with atomicAdd (float order may differ from the CPU by rounding).
 // Scale factors (upstream grad x normaliser) are read from device memory, so no
 // kernel here needs a host synchronisation.
+#include "kernels/cuda/distance_math.cuh"
 #include "kernels/losses.h"
 #include "runtime/cuda_check.h"
 #include "runtime/tensor.h"
@@ -22,21 +23,9 @@ __device__ __forceinline__ int64_t row_of(const int64_t* idx, int64_t t) {
   return idx ? idx[t] : t;
 }
 
-template <typename T>
-__device__ __forceinline__ T warp_sum(T v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-template <typename T>
-__device__ __forceinline__ T warp_sqdist(const T* x, const T* y, int64_t D, int lane) {
-  T s = T(0);
-  for (int64_t j = lane; j < D; j += 32) {
-    T d = x[j] - y[j];
-    s += d * d;
-  }
-  return warp_sum(s);
-}
+// Per-row distances: the shared warp primitives (kernels/cuda/distance_math.cuh).
+using dist_math::warp_sum;
+using dist_math::warp_sq_l2;
 
 unsigned warp_grid(int64_t n) {
   int64_t b = (n + kWarpsPerBlock - 1) / kWarpsPerBlock;
@@ -55,8 +44,8 @@ __global__ void triplet_fwd_kernel(TripletLossParams P, int64_t N, int64_t D, Te
   const bool pair = r.En == nullptr;
   for (int64_t t = warp; t < N; t += nwarps) {
     const T* a = r.Ea + row_of(r.ia, t) * D;
-    T sp = warp_sqdist(a, r.Ep + row_of(r.ip, t) * D, D, lane);
-    T sn = pair ? T(0) : warp_sqdist(a, r.En + row_of(r.in, t) * D, D, lane);
+    T sp = warp_sq_l2(a, r.Ep + row_of(r.ip, t) * D, D, lane);
+    T sn = pair ? T(0) : warp_sq_l2(a, r.En + row_of(r.in, t) * D, D, lane);
     if (lane != 0) continue;
     T dp, kp, dn = T(0), kn = T(0);
     loss_math::dist_from_sq(P.dist, sp, &dp, &kp);
@@ -126,7 +115,7 @@ __global__ void contrastive_kernel(ContrastiveForm form, T M, int64_t N, int64_t
   const int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
   const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;
   for (int64_t t = warp; t < N; t += nwarps) {
-    T s = warp_sqdist(r.Ea + row_of(r.ia, t) * D, r.Ep + row_of(r.ip, t) * D, D, lane);
+    T s = warp_sq_l2(r.Ea + row_of(r.ia, t) * D, r.Ep + row_of(r.ip, t) * D, D, lane);
     if (lane != 0) continue;
     T d, k;
     loss_math::dist_from_sq(DistKind::Plain, s, &d, &k);

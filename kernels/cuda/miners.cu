@@ -78,17 +78,6 @@ __global__ void pull_pairs_kernel(int64_t B, int k, const int64_t* possel, const
     }
 }
 
-template <typename T>
-__global__ void gram_dist_kernel(int64_t B, const T* G, T* out, bool squared) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < B * B;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    const int64_t r = i / B, c = i % B;
-    T v = r == c ? T(0) : G[r * B + r] + G[c * B + c] - T(2) * G[i];
-    v = v > T(0) ? v : T(0);
-    out[i] = squared ? v : sqrt(v);
-  }
-}
-
 // ---- pair miner -------------------------------------------------------------
 template <typename T>
 struct PairKey {
@@ -259,12 +248,6 @@ void k_pull_pairs_cuda(int64_t B, int k, const int64_t* possel, const int64_t* o
 }
 
 template <typename T>
-void distance_from_gram_cuda(int64_t B, const T* G, T* out, bool squared) {
-  gram_dist_kernel<T><<<cuda::grid_for(B * B), 256, 0, cuda::stream()>>>(B, G, out, squared);
-  CUDA_CHECK_LAUNCH("gram_dist_kernel");
-}
-
-template <typename T>
 void pair_mine_cuda(int64_t B, const T* dist, const int64_t* labels, PairNegatives neg,
                     uint64_t seed, uint64_t offset, int64_t* ws, Tensor* pairs_out,
                     Tensor* is_pos_out, int64_t* num_pos) {
@@ -316,7 +299,6 @@ void pair_mine_cuda(int64_t B, const T* dist, const int64_t* labels, PairNegativ
   template void miner_prepass_cuda<T>(const MinerArgs<T>&);                                   \
   template void miner_count_cuda<T>(const MinerArgs<T>&, int64_t*);                           \
   template void miner_fill_cuda<T>(const MinerArgs<T>&, const int64_t*, int64_t*);            \
-  template void distance_from_gram_cuda<T>(int64_t, const T*, T*, bool);                      \
   template void pair_mine_cuda<T>(int64_t, const T*, const int64_t*, PairNegatives, uint64_t, \
                                   uint64_t, int64_t*, Tensor*, Tensor*, int64_t*);
 MN_INST(float)

@@ -2,8 +2,11 @@
 //   AbsDiff           elementwise |a - b| (Koch et al.'s siamese merge)
 //   L1Distance        (N, D) x (N, D) -> (N)
 //   L2Distance        (N, D) x (N, D) -> (N), squared or plain (zero subgradient at d <= 1e-12)
-//   PairwiseDistance  (M, D) x (N, D) -> (M, N): squared Euclidean, Euclidean or cosine
-// Conventions at zero distance: kernels/distance.h.
+//   PairwiseDistance  (M, D) x (N, D) -> (M, N): L1, squared L2 (the default),
+//                     L2 or cosine distance; PairwiseDistance(m)(x, x) is the
+//                     self case (exact zeros on the diagonal, as the miners see)
+// All of them run the one distance implementation of kernels/distance.h, which
+// also states the conventions at zero distance.
 #pragma once
 #include "autograd/ops_layers.h"
 #include "nn/module.h"

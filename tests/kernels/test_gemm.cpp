@@ -17,6 +17,8 @@
 #include <random>
 #include <vector>
 
+#include "kernels/cpu/gemm.h"
+#include "kernels/cuda/gemm.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_config.h"
 #include "runtime/parallel.h"

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "kernels/conv2d.h"
+#include "kernels/cuda/gemm.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_config.h"
 #include "tests/common/test_util.h"
