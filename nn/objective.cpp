@@ -32,12 +32,9 @@ Objective Objective::from_names(const std::string& loss, const std::string& mine
 
 Tensor Objective::mining_distance(const ag::Variable& emb) const {
   const Tensor e = loss_->mining_embedding(emb);
-  switch (miner_->distance().value_or(loss_->distance())) {
-    case kernels::Pairwise::SqEuclidean: return kernels::pairwise_distance_matrix(e, true);
-    case kernels::Pairwise::Euclidean: return kernels::pairwise_distance_matrix(e, false);
-    case kernels::Pairwise::Cosine: return kernels::pairwise_distance_forward(kernels::Pairwise::Cosine, e, e).out;
-  }
-  return Tensor();
+  // One implementation for every metric (kernels/distance.h); the bool overload
+  // kept by the miners is the same computation for the two L2 forms.
+  return kernels::pairwise_distance_matrix(e, miner_->distance().value_or(loss_->distance()));
 }
 
 ObjectiveOutput Objective::operator()(const ag::Variable& emb, const Tensor& labels, Generator* gen) {
