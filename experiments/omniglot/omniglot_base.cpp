@@ -31,14 +31,15 @@ void OmniglotStudy::declare_flags(Flags& f) {
   f.add_int("iters", 500, "iterations per epoch", 1, INT_MAX);
   f.add_int("batch", 50, tri ? "triplets per iteration" : "pairs per iteration (even)", tri ? 1 : 2, 1 << 20);
   declare_kind_flags(f);
-  f.add_string("activation", "relu", "activation of the convolutions", {"relu", "elu", "selu"});
+  f.add_string("activation", "relu", "activation of the convolutions (registered activations)", activation_names());
   f.add_bool("input-norm", false, "scale inputs to [0, 1] (ink = 1) instead of raw 0..255 (ink = 255)");
   f.add_bool("lrn", false, "local response normalisation after each pooling layer");
   f.add_bool("batchnorm", false, "batch normalisation after each pooling layer");
   f.add_double("dropout", 0.0, "dropout rate after each pooling layer and before the dense layer", 0.0, 0.99);
   f.add_bool("augment", false, "Koch's random affine distortions of training images");
   f.add_string("optimizer", "adam", tri ? "adam (the study) or sgd" : "adam (the study's baseline) or sgd "
-               "(Koch's layer-wise schedule: momentum ramp, lr x0.99 per epoch)", {"adam", "sgd"});
+               "(Koch's layer-wise schedule: momentum ramp, lr x0.99 per epoch); any registered optimizer",
+               optimizer_names());
   f.add_double("lr", tri ? 1e-4 : 6e-5, "learning rate", 0.0);
   f.add_double("conv-decay", 2e-4, "L2 weight decay of the convolutions", 0.0);
   f.add_double("dense-decay", 1e-3, "L2 weight decay of the dense layer(s)", 0.0);

@@ -11,6 +11,7 @@
 #include "experiments/omniglot/omniglot_study.h"
 #include "kernels/miners.h"
 #include "nn/losses/losses.h"
+#include "nn/objective.h"
 
 namespace mn::exp {
 namespace {
@@ -29,19 +30,29 @@ class TripletStudy : public OmniglotStudy {
 
  protected:
   void declare_kind_flags(Flags& f) override {
-    f.add_string("loss", "global", "triplet loss", {"schroff", "kumar", "global", "global-triplet", "softmax"});
+    f.add_string("loss", "global", "loss (registered triplet losses, or a whole-batch loss such as multi-similarity "
+                 "with --sampling online-balanced)", triplet_study_loss_names());
     f.add_double("margin", 0.01, "margin m of the Schroff / Kumar losses and of online mining", 0.0);
     f.add_double("global-l", 0.8, "global loss: weight l of the mean term", 0.0);
     f.add_double("global-t", 0.4, "global loss: margin t", 0.0);
     f.add_double("global-g", 1.0, "global + triplet: weight g of the Kumar term", 0.0);
+    f.add_double("ms-alpha", 2.0, "multi-similarity: positive scale alpha", 0.0);
+    f.add_double("ms-beta", 50.0, "multi-similarity: negative scale beta", 0.0);
+    f.add_double("ms-base", 0.5, "multi-similarity: similarity offset lambda", -1.0, 1.0);
+    f.add_double("ms-epsilon", 0.1, "multi-similarity: its pair miner's epsilon (< 0: no mining)", -1.0, 2.0);
     f.add_string("share", "full", "weight sharing of the three branches", {"full", "disjoint-anchor"});
     f.add_string("sampling", "random", "training triplets: random (the study); offline SSIM mining of "
-                 "hard positives, semi-hard negatives or both; or online mining in P x K batches (P = batch, K = 3)",
+                 "hard positives, semi-hard negatives or both; online mining in P x K batches (P = batch, K = 3); or "
+                 "online-balanced: P x K batches with no miner, for a whole-batch loss",
                  {"random", "hard-positive", "semi-hard-negative", "ssim-both", "batch-hard", "online-semi-hard",
-                  "online-random-negative"});
+                  "online-random-negative", "online-balanced"});
   }
 
   void check_kind_flags(const Flags& f) const override {
+    const bool whole = is_whole_batch_loss(f.str("loss")), balanced = f.str("sampling") == "online-balanced";
+    MN_CHECK(whole == balanced, "--loss ", f.str("loss"), " with --sampling ", f.str("sampling"), ": ",
+             whole ? "a whole-batch loss trains on labelled P x K batches: use --sampling online-balanced"
+                   : "--sampling online-balanced has no miner: use it with a whole-batch loss (multi-similarity)");
     if (is_online_sampling(f.str("sampling")))
       MN_CHECK(f.i64("batch") >= 2, "--batch ", f.i64("batch"), " with --sampling ", f.str("sampling"),
                ": online mining needs at least 2 classes per batch (P = --batch); use --batch 2 or more");
@@ -75,10 +86,32 @@ class TripletStudy : public OmniglotStudy {
             {"mean_d_neg", h.mean_neg}};
   }
 
+  // A whole-batch loss from the registry (multi-similarity), mining inside its kernel.
+  nn::Objective& whole_batch_objective() {
+    if (!objective_) {
+      nn::LossConfig lc;
+      lc.ms_alpha = f_->f64("ms-alpha");
+      lc.ms_beta = f_->f64("ms-beta");
+      lc.ms_base = f_->f64("ms-base");
+      lc.ms_epsilon = f_->f64("ms-epsilon");
+      objective_ = std::make_unique<nn::Objective>(nn::Objective::from_names(f_->str("loss"), "none", lc));
+    }
+    return *objective_;
+  }
+
   Stats train_step() override {
     const int64_t B = f_->i64("batch");
     Stats s;
-    if (is_online_sampling(f_->str("sampling"))) {
+    if (f_->str("sampling") == "online-balanced") {
+      PKBatch pk = data_->pk_batch(B, 3, sample_gen_);
+      Variable e = net_->embed_candidate(Variable(pk.images));
+      nn::ObjectiveOutput out = whole_batch_objective()(e, pk.labels, &sample_gen_);
+      out.loss.backward();
+      auto h = kernels::read_stats(out.stats);
+      // mean_pos / mean_neg are similarities for multi-similarity (nn/objective.h).
+      s = {{"train_loss", h.loss}, {"active_share", out.tuples ? h.active / out.tuples : 0.0},
+           {"mean_d_pos", h.mean_pos}, {"mean_d_neg", h.mean_neg}};
+    } else if (is_online_sampling(f_->str("sampling"))) {
       // P x K batch (3B images, as many as B random triplets), mined on the device
       // from the detached squared distances of the batch's embeddings.
       PKBatch pk = data_->pk_batch(B, 3, sample_gen_);
@@ -133,6 +166,7 @@ class TripletStudy : public OmniglotStudy {
 
  private:
   std::unique_ptr<nn::TripletNet> net_;
+  std::unique_ptr<nn::Objective> objective_;
 };
 
 }  // namespace

@@ -331,6 +331,17 @@ TEST(OmniglotStudy, BadFlagValuesExitWithUsageError) {
     EXPECT_EQ(r.rc, 2) << c.args[0];
     EXPECT_NE(r.err.find(c.must_mention), std::string::npos) << "stderr: " << r.err;
   }
+  // Name-valued flags list the registry's names.
+  RunResult rn = run_study(StudyKind::Triplet, {"--loss", "foo"}, true);
+  for (const char* name : {"schroff", "global", "multi-similarity"})
+    EXPECT_NE(rn.err.find(name), std::string::npos) << name << " missing from: " << rn.err;
+  // A whole-batch loss without P x K batches, and P x K batches without a miner for a triplet loss.
+  for (const auto& args : {std::vector<std::string>{"--loss", "multi-similarity"},
+                           std::vector<std::string>{"--sampling", "online-balanced"}}) {
+    RunResult rw = run_study(StudyKind::Triplet, args, true);
+    EXPECT_EQ(rw.rc, 2) << args[0];
+    EXPECT_NE(rw.err.find("online-balanced"), std::string::npos) << rw.err;
+  }
   // The siamese binary has no triplet loss flag.
   RunResult r = run_study(StudyKind::Siamese, {"--loss", "global"}, true);
   EXPECT_EQ(r.rc, 2);
@@ -450,6 +461,9 @@ INSTANTIATE_TEST_SUITE_P(
         Variant{"online_random_negative", StudyKind::Triplet,
                 {"--sampling", "online-random-negative", "--loss", "kumar"}},
         Variant{"disjoint_anchor", StudyKind::Triplet, {"--share", "disjoint-anchor"}},
+        // The Multi-Similarity loss from the loss registry, on P x K batches with no miner.
+        Variant{"multi_similarity", StudyKind::Triplet, {"--loss", "multi-similarity", "--sampling", "online-balanced"}},
+        Variant{"margin_l2_adamw", StudyKind::Triplet, {"--loss", "margin-l2", "--optimizer", "adamw"}},
         Variant{"norms_dropout_augment", StudyKind::Triplet,
                 {"--lrn", "--batchnorm", "--dropout", "0.1", "--augment", "--input-norm"}},
         Variant{"selu_sgd", StudyKind::Triplet, {"--activation", "selu", "--optimizer", "sgd", "--lr", "1e-3"}},
