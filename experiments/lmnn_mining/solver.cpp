@@ -36,44 +36,63 @@ LmnnProblem::LmnnProblem(const Mat& X, const Mined& terms, double c) : d_(X.cols
   };
   for (const auto& p : terms.pull) pull_w_[pair(p[0], p[1])] += 1.0;
   for (const auto& t : terms.triplets) trip_.push_back({pair(t[0], t[1]), pair(t[0], t[2])});
+  for (size_t p = 0; p < pull_w_.size(); ++p)
+    if (pull_w_[p] != 0.0) pull_idx_.push_back(static_cast<int32_t>(p));
+  stamp_.assign(pairs_.size(), 0);
+  dist_.assign(pairs_.size(), 0.0);
   X_ = take_rows(X, rows);
   V_ = Mat(static_cast<int64_t>(pairs_.size()), d_);
   for (size_t p = 0; p < pairs_.size(); ++p)
     for (int64_t q = 0; q < d_; ++q) V_(p, q) = X_(pairs_[p][0], q) - X_(pairs_[p][1], q);
 }
 
-double LmnnProblem::finish(const std::vector<double>& dist, const std::vector<int32_t>* subset,
-                           Mat* grad, std::vector<int32_t>* active) const {
-  const size_t P = pairs_.size();
+template <typename DistFn>
+double LmnnProblem::evaluate(DistFn&& compute, const std::vector<int32_t>* subset, Mat* grad,
+                             std::vector<int32_t>* active) const {
+  // Each pair's distance at most once per call; the stamp avoids clearing (P).
+  if (++generation_ == 0) {
+    std::fill(stamp_.begin(), stamp_.end(), 0);
+    generation_ = 1;
+  }
+  auto dist = [&](int32_t p) {
+    if (stamp_[p] != generation_) {
+      stamp_[p] = generation_;
+      dist_[p] = compute(p);
+    }
+    return dist_[p];
+  };
+  Mat Y = grad ? Mat(X_.rows, d_) : Mat();
+  // Y_a += w v_p, Y_b -= w v_p: then sum_p w_p v_p v_p^T = X^T Y.
+  auto accumulate = [&](int32_t p, double w) {
+    const double* v = V_.row(p);
+    double* ya = Y.row(pairs_[p][0]);
+    double* yb = Y.row(pairs_[p][1]);
+    for (int64_t q = 0; q < d_; ++q) {
+      ya[q] += w * v[q];
+      yb[q] -= w * v[q];
+    }
+  };
   double f = 0;
-  std::vector<double> w = pull_w_;
-  for (size_t p = 0; p < P; ++p) f += pull_w_[p] * dist[p];
+  for (int32_t p : pull_idx_) {
+    f += pull_w_[p] * dist(p);
+    if (grad) accumulate(p, pull_w_[p]);
+  }
   if (active) active->clear();
   const int64_t count = subset ? static_cast<int64_t>(subset->size()) : num_triplets();
   for (int64_t q = 0; q < count; ++q) {
     const int32_t t = subset ? (*subset)[q] : static_cast<int32_t>(q);
     const auto& tr = trip_[t];
-    const double h = 1.0 + dist[tr[0]] - dist[tr[1]];
+    const double h = 1.0 + dist(tr[0]) - dist(tr[1]);
     if (h > 0) {
       f += c_ * h;
-      w[tr[0]] += c_;
-      w[tr[1]] -= c_;
       if (active) active->push_back(t);
+      if (grad) {
+        accumulate(tr[0], c_);
+        accumulate(tr[1], -c_);
+      }
     }
   }
   if (grad) {
-    // G = sum_p w_p v_p v_p^T = X^T Y with Y_a += w_p v_p, Y_b -= w_p v_p.
-    Mat Y(X_.rows, d_);
-    for (size_t p = 0; p < P; ++p) {
-      if (w[p] == 0.0) continue;
-      const double* v = V_.row(static_cast<int64_t>(p));
-      double* ya = Y.row(pairs_[p][0]);
-      double* yb = Y.row(pairs_[p][1]);
-      for (int64_t q = 0; q < d_; ++q) {
-        ya[q] += w[p] * v[q];
-        yb[q] -= w[p] * v[q];
-      }
-    }
     *grad = X_.rows > 0 ? matmul(X_, Y, true, false) : Mat(d_, d_);
     for (int64_t a = 0; a < d_; ++a)  // exact symmetry
       for (int64_t b = 0; b < a; ++b) (*grad)(a, b) = (*grad)(b, a) = 0.5 * ((*grad)(a, b) + (*grad)(b, a));
@@ -85,42 +104,31 @@ double LmnnProblem::eval(const Mat& M, const std::vector<int32_t>* subset, Mat* 
                          std::vector<int32_t>* active) const {
   MN_CHECK(M.rows == d_ && M.cols == d_, "lmnn objective: M is (", M.rows, ", ", M.cols,
            "), the data have d = ", d_);
-  std::vector<double> dist(pairs_.size(), 0.0);
-  if (!pairs_.empty()) {
-    const Mat VM = matmul(V_, M);  // (P, d)
-    for (size_t p = 0; p < pairs_.size(); ++p) {
-      double s = 0;
-      for (int64_t q = 0; q < d_; ++q) s += VM(static_cast<int64_t>(p), q) * V_(static_cast<int64_t>(p), q);
-      dist[p] = s;
+  auto quad = [&](int32_t p) {  // v^T M v
+    const double* v = V_.row(p);
+    double s = 0;
+    for (int64_t a = 0; a < d_; ++a) {
+      double r = 0;
+      for (int64_t b = 0; b < d_; ++b) r += M(a, b) * v[b];
+      s += v[a] * r;
     }
-  }
-  return finish(dist, subset, grad, active);
+    return s;
+  };
+  return evaluate(quad, subset, grad, active);
 }
 
 double LmnnProblem::eval_factored(const Mat& L, const std::vector<int32_t>* subset, Mat* grad,
                                   std::vector<int32_t>* active) const {
   MN_CHECK(L.rows == d_, "lmnn objective: L has ", L.rows, " rows, the data have d = ", d_);
-  std::vector<double> dist(pairs_.size(), 0.0);
-  if (!pairs_.empty()) {
-    const Mat Z = matmul(X_, L);  // (m, r)
-    // With an active subset only its pairs and the pull pairs are needed (for
-    // k-BA most of the 10^5 pairs belong to inactive triplets).
-    std::vector<uint8_t> need;
-    if (subset) {
-      need.assign(pairs_.size(), 0);
-      for (size_t p = 0; p < pairs_.size(); ++p) need[p] = pull_w_[p] != 0.0;
-      for (int32_t t : *subset) need[trip_[t][0]] = need[trip_[t][1]] = 1;
-    }
-    for (size_t p = 0; p < pairs_.size(); ++p) {
-      if (subset && !need[p]) continue;
-      const double* za = Z.row(pairs_[p][0]);
-      const double* zb = Z.row(pairs_[p][1]);
-      double s = 0;
-      for (int64_t q = 0; q < Z.cols; ++q) s += (za[q] - zb[q]) * (za[q] - zb[q]);
-      dist[p] = s;
-    }
-  }
-  return finish(dist, subset, grad, active);
+  const Mat Z = X_.rows > 0 ? matmul(X_, L) : Mat(0, L.cols);  // (m, r)
+  auto sq = [&](int32_t p) {  // |z_a - z_b|^2
+    const double* za = Z.row(pairs_[p][0]);
+    const double* zb = Z.row(pairs_[p][1]);
+    double s = 0;
+    for (int64_t q = 0; q < Z.cols; ++q) s += (za[q] - zb[q]) * (za[q] - zb[q]);
+    return s;
+  };
+  return evaluate(sq, subset, grad, active);
 }
 
 SolveResult solve_lmnn(const Mat& X, const Mined& terms, const SolverOptions& o, const Mat* M0) {
@@ -150,7 +158,11 @@ SolveResult solve_lmnn(const Mat& X, const Mined& terms, const SolverOptions& o,
   double alpha = alpha0;
   int64_t since_full = 0;
   const double tiny = std::numeric_limits<double>::min();
-  double f_full = f;
+  struct Checkpoint {
+    Mat M, L, G;
+    double f;
+    std::vector<int32_t> act;
+  } chk{M, L, G, f, act};  // the state at the last full check
   for (int64_t it = 0; it < o.max_iter; ++it) {
     res.iterations = it + 1;
     Mat step = M;
@@ -177,16 +189,31 @@ SolveResult solve_lmnn(const Mat& X, const Mined& terms, const SolverOptions& o,
     if (small || ++since_full >= o.full_every) {
       since_full = 0;
       f = prob.eval_factored(L, nullptr, &G, &act_new);
+      if (f > chk.f) {
+        // Steps judged on the active set made the true objective worse (new
+        // violators): go back to the last full check with half the step.
+        M = chk.M;
+        L = chk.L;
+        G = chk.G;
+        f = chk.f;
+        act = chk.act;
+        alpha *= 0.5;
+        if (alpha < 1e-12 * alpha0) {
+          res.converged = true;
+          break;
+        }
+        continue;
+      }
       bool grew = false;
       for (int32_t t : act_new) grew = grew || !in_active[t];
       std::fill(in_active.begin(), in_active.end(), 0);
       for (int32_t t : act_new) in_active[t] = 1;
       act.swap(act_new);
       // Settled: no new violated triplet after a tiny step, or the full
-      // objective moved by less than tol since the last full check (triplets
+      // objective fell by less than tol since the last full check (triplets
       // hovering at their margin make the active set flicker forever).
-      const bool settled = std::abs(f_full - f) <= o.tol * std::max(std::abs(f), tiny);
-      f_full = f;
+      const bool settled = chk.f - f <= o.tol * std::max(std::abs(f), tiny);
+      chk = {M, L, G, f, act};
       if ((small && !grew) || settled) {
         res.converged = true;
         break;

@@ -8,15 +8,18 @@
 // products of difference vectors over the distinct pairs p = (a, b) in play,
 // G = sum_p w_p v_p v_p^T, v_p = x_a - x_b, with w_p += 1 per pull pair and,
 // per active triplet, w_ij += c, w_il -= c. Rather than one outer product per
-// triplet (or per pair), G = X^T Y with Y = Lap(w) X accumulated row-wise in
-// O(pairs * d) (Y_a += w_p v_p, Y_b -= w_p v_p): one (d x m x d) GEMM. The
+// triplet (d^2 each), G = X^T Y with Y = Lap(w) X accumulated row-wise
+// (Y_a += w v_p, Y_b -= w v_p: d per term), then one (d x m x d) GEMM. The
 // distances come from Z = X L (M = L L^T from the projection's eigenpairs, one
-// (m x d x d) GEMM), then |z_a - z_b|^2 per pair.
+// (m x d x d) GEMM), then |z_a - z_b|^2 for the pairs an evaluation touches.
 //
 // Solver (LMNN's): M <- P_psd(M - alpha G), P_psd clipping negative eigenvalues
 // of our own eigensolver; alpha grows by 5 % after an accepted step and halves
 // after a rejected one. Active set: between full checks (every `full_every`
-// iterations) only the triplets violated at the last check are evaluated. The
+// iterations) only the triplets violated at the last check are evaluated; a
+// full check that finds the true objective higher than at the previous one
+// returns to that state with half the step (the objective over all triplets
+// never increases from check to check). The
 // solve stops when the full objective changed by less than `tol` (relative)
 // between two full checks, or when a step changed it by less than
 // tol / full_every and the full check that follows finds no new violator.
@@ -72,8 +75,14 @@ class LmnnProblem {
   std::vector<std::array<int32_t, 2>> pairs_;  // (P) compacted point indices
   std::vector<double> pull_w_;                 // (P) pull multiplicity
   std::vector<std::array<int32_t, 2>> trip_;   // (T) pair index of (i,j), of (i,l)
-  double finish(const std::vector<double>& dist, const std::vector<int32_t>* subset, Mat* grad,
-                std::vector<int32_t>* active) const;
+  std::vector<int32_t> pull_idx_;              // pairs with a pull weight
+  // Per-call distance cache (one problem per fitting thread: not shared).
+  mutable std::vector<uint32_t> stamp_;
+  mutable std::vector<double> dist_;
+  mutable uint32_t generation_ = 0;
+  template <typename DistFn>
+  double evaluate(DistFn&& compute, const std::vector<int32_t>* subset, Mat* grad,
+                  std::vector<int32_t>* active) const;
 };
 
 // M0 defaults to the identity (the Euclidean metric).
