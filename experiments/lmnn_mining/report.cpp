@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "data/image_io.h"
-#include "experiments/common/flags.h"
+#include "experiments/common/json.h"
 #include "runtime/error.h"
 
 namespace mn::lmnn {
@@ -88,7 +88,8 @@ std::string results_markdown(const std::vector<CellResult>& cells, const RunInfo
         "Time: training wall time of the chosen model (mining + solve), mean over seeds; "
         "ratio = paper time / our wall time, and the same with our CPU time (this machine is shared: see the load) (the paper: one run on a 1.8 GHz Core i7 with an interior-point "
         "SDP solver; ours: projected sub-gradient, one core per fit, two fits at a time). "
-        "Grid: the mean wall time of the whole validation grid per seed. "
+        "Grid: the mean wall time per seed of the validation grid (with --select first only the "
+        "first seed runs the grid; the others refit the chosen k, c once). "
         "A dash in the paper column is a run the paper did not do. "
         "`ok` = the paper's accuracy is within our mean ± sd or below it.\n\n";
   md << "- Command: `" << info.command << "`\n- Started: " << info.started
@@ -121,41 +122,50 @@ std::string results_markdown(const std::vector<CellResult>& cells, const RunInfo
 }
 
 std::string results_json(const std::vector<CellResult>& cells, const RunInfo& info) {
-  using exp::json_escape;
-  using exp::json_number;
-  std::ostringstream js;
-  js << "{\n  \"command\": \"" << json_escape(info.command) << "\",\n  \"started\": \""
-     << json_escape(info.started) << "\",\n  \"load\": \"" << json_escape(info.load)
-     << "\",\n  \"wall_seconds\": " << json_number(info.wall_seconds) << ",\n  \"config\": "
-     << (info.config_json.empty() ? "{}" : info.config_json) << ",\n  \"cells\": [";
-  for (size_t q = 0; q < cells.size(); ++q) {
-    const CellResult& c = cells[q];
+  using exp::Json;
+  using exp::metric_number;
+  Json js;
+  js["command"] = info.command;
+  js["started"] = info.started;
+  js["load"] = info.load;
+  js["wall_seconds"] = metric_number(info.wall_seconds);
+  js["config"] = info.config_json.empty() ? Json::object() : Json::parse(info.config_json);
+  js["cells"] = Json::array();
+  for (const CellResult& c : cells) {
     const PaperCell p = paper_cell(c.dataset, c.hierarchical, c.mining);
     const Summary s = summarise(c);
-    js << (q ? "," : "") << "\n    {\"dataset\": \"" << c.dataset << "\", \"mining\": \""
-       << mining_name(c.mining) << "\", \"hierarchical\": " << (c.hierarchical ? "true" : "false")
-       << ", \"paper_accuracy\": " << json_number(p.accuracy)
-       << ", \"paper_seconds\": " << json_number(p.seconds)
-       << ", \"accuracy_first\": " << json_number(s.acc_first)
-       << ", \"accuracy_mean\": " << json_number(s.acc_mean)
-       << ", \"accuracy_sd\": " << json_number(s.acc_sd)
-       << ", \"train_seconds_mean\": " << json_number(s.train_mean)
-       << ", \"train_cpu_seconds_mean\": " << json_number(s.train_cpu_mean)
-       << ", \"grid_seconds_mean\": " << json_number(s.select_mean) << ", \"runs\": [";
+    Json cell;
+    cell["dataset"] = c.dataset;
+    cell["mining"] = mining_name(c.mining);
+    cell["hierarchical"] = c.hierarchical;
+    cell["paper_accuracy"] = metric_number(p.accuracy);
+    cell["paper_seconds"] = metric_number(p.seconds);
+    cell["accuracy_first"] = metric_number(s.acc_first);
+    cell["accuracy_mean"] = metric_number(s.acc_mean);
+    cell["accuracy_sd"] = metric_number(s.acc_sd);
+    cell["train_seconds_mean"] = metric_number(s.train_mean);
+    cell["train_cpu_seconds_mean"] = metric_number(s.train_cpu_mean);
+    cell["grid_seconds_mean"] = metric_number(s.select_mean);
+    cell["runs"] = Json::array();
     for (size_t r = 0; r < c.runs.size(); ++r) {
       const CellRun& x = c.runs[r];
-      js << (r ? ", " : "") << "{\"seed\": " << c.seeds[r] << ", \"k\": " << x.k
-         << ", \"c\": " << json_number(x.c) << ", \"val_accuracy\": " << json_number(x.val_accuracy)
-         << ", \"test_accuracy\": " << json_number(x.test_accuracy)
-         << ", \"train_seconds\": " << json_number(x.train_seconds)
-         << ", \"train_cpu_seconds\": " << json_number(x.train_cpu_seconds)
-         << ", \"grid_seconds\": " << json_number(x.select_seconds) << ", \"triplets\": " << x.triplets
-         << ", \"iterations\": " << x.iterations << ", \"levels\": " << x.levels << "}";
+      Json run;
+      run["seed"] = c.seeds[r];
+      run["k"] = x.k;
+      run["c"] = metric_number(x.c);
+      run["val_accuracy"] = metric_number(x.val_accuracy);
+      run["test_accuracy"] = metric_number(x.test_accuracy);
+      run["train_seconds"] = metric_number(x.train_seconds);
+      run["train_cpu_seconds"] = metric_number(x.train_cpu_seconds);
+      run["grid_seconds"] = metric_number(x.select_seconds);
+      run["triplets"] = x.triplets;
+      run["iterations"] = x.iterations;
+      run["levels"] = x.levels;
+      cell["runs"].push_back(run);
     }
-    js << "]}";
+    js["cells"].push_back(cell);
   }
-  js << "\n  ]\n}\n";
-  return js.str();
+  return js.dump(1) + "\n";
 }
 
 bool write_ghost_faces(const std::string& png_path, const std::vector<CellResult>& orl_cells,
