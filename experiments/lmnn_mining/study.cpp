@@ -11,6 +11,8 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "experiments/lmnn_mining/datasets.h"
@@ -64,6 +66,16 @@ std::string shell(const char* cmd) {
     pclose(p);
   }
   return out;
+}
+
+// This process's command line (NUL-separated in /proc/self/cmdline).
+std::string command_line() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  while (!all.empty() && all.back() == '\0') all.pop_back();
+  for (char& ch : all)
+    if (ch == '\0') ch = ' ';
+  return all;
 }
 
 std::string now_utc() {
@@ -168,7 +180,7 @@ int LmnnStudy::run(RunContext& ctx) {
   base.hier.centre_on_points = f.str("centres") == "point";
 
   RunInfo info;
-  info.command = shell("tr '\\0' ' ' < /proc/self/cmdline");
+  info.command = command_line();
   info.started = now_utc();
   info.machine = shell("lscpu | head -20");
   info.load = shell("cat /proc/loadavg");
