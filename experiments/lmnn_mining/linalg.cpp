@@ -1,0 +1,316 @@
+// Dense float64 linear algebra of the LMNN study: see linalg.h.
+#include "experiments/lmnn_mining/linalg.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "kernels/gemm.h"
+#include "runtime/error.h"
+
+namespace mn::lmnn {
+
+Mat Mat::identity(int64_t n) {
+  Mat m(n, n);
+  for (int64_t i = 0; i < n; ++i) m(i, i) = 1.0;
+  return m;
+}
+
+Mat matmul(const Mat& A, const Mat& B, bool trans_a, bool trans_b) {
+  const int64_t M = trans_a ? A.cols : A.rows, K = trans_a ? A.rows : A.cols;
+  const int64_t Kb = trans_b ? B.cols : B.rows, N = trans_b ? B.rows : B.cols;
+  MN_CHECK(K == Kb, "lmnn::matmul: inner sizes differ: op(A) is (", M, ", ", K, "), op(B) is (",
+           Kb, ", ", N, ")");
+  Mat C(M, N);
+  if (M == 0 || N == 0) return C;
+  if (K == 0) return C;
+  kernels::gemm_cpu<double>(trans_a, trans_b, M, N, K, 1.0, A.a.data(), A.cols, B.a.data(), B.cols,
+                            0.0, C.a.data(), C.cols);
+  return C;
+}
+
+Mat transpose(const Mat& A) {
+  Mat T(A.cols, A.rows);
+  for (int64_t i = 0; i < A.rows; ++i)
+    for (int64_t j = 0; j < A.cols; ++j) T(j, i) = A(i, j);
+  return T;
+}
+
+Mat take_rows(const Mat& A, const std::vector<int64_t>& idx) {
+  Mat R(static_cast<int64_t>(idx.size()), A.cols);
+  for (size_t r = 0; r < idx.size(); ++r) {
+    MN_CHECK(idx[r] >= 0 && idx[r] < A.rows, "lmnn::take_rows: row ", idx[r], " of a matrix with ",
+             A.rows, " rows");
+    std::copy(A.row(idx[r]), A.row(idx[r]) + A.cols, R.row(static_cast<int64_t>(r)));
+  }
+  return R;
+}
+
+double frobenius(const Mat& A) {
+  double s = 0;
+  for (double v : A.a) s += v * v;
+  return std::sqrt(s);
+}
+
+namespace {
+
+void check_square(const Mat& A, const char* op) {
+  MN_CHECK(A.rows == A.cols, op, ": the matrix must be square, got (", A.rows, ", ", A.cols, ")");
+}
+
+// The symmetric matrix whose lower triangle is A's (the truth for the solvers).
+Mat symmetric_copy(const Mat& Ain, const char* op) {
+  check_square(Ain, op);
+  const int64_t n = Ain.rows;
+  Mat A(n, n);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j <= i; ++j) A(i, j) = A(j, i) = Ain(i, j);
+  return A;
+}
+
+// Sorts eigenpairs by descending eigenvalue (stable, so ties keep their order).
+Eigen sorted(std::vector<double> values, const Mat& vectors) {
+  const int64_t n = static_cast<int64_t>(values.size());
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t x, int64_t y) { return values[x] > values[y]; });
+  Eigen e;
+  e.values.resize(static_cast<size_t>(n));
+  e.vectors = Mat(n, n);
+  for (int64_t j = 0; j < n; ++j) {
+    e.values[j] = values[order[j]];
+    for (int64_t i = 0; i < n; ++i) e.vectors(i, j) = vectors(i, order[j]);
+  }
+  return e;
+}
+
+}  // namespace
+
+// Householder reduction A = Q T Q^T (T tridiagonal: diagonal d, sub-diagonal e),
+// then implicit QR sweeps on T with a Wilkinson shift, each a chase of the bulge
+// by Givens rotations that are also applied to Q's columns.
+Eigen eigh(const Mat& Ain) {
+  Mat A = symmetric_copy(Ain, "lmnn::eigh");
+  const int64_t n = A.rows;
+  Mat Q = Mat::identity(n);
+  std::vector<double> v(static_cast<size_t>(n)), p(static_cast<size_t>(n)), qv(static_cast<size_t>(n));
+  for (int64_t k = 0; k + 2 < n; ++k) {
+    // Reflect x = A[k+1.., k] onto alpha e_1.
+    double xnorm = 0;
+    for (int64_t i = k + 1; i < n; ++i) xnorm += A(i, k) * A(i, k);
+    xnorm = std::sqrt(xnorm);
+    if (xnorm == 0.0) continue;
+    const double alpha = A(k + 1, k) > 0 ? -xnorm : xnorm;
+    double vnorm = 0;
+    for (int64_t i = k + 1; i < n; ++i) {
+      v[i] = A(i, k) - (i == k + 1 ? alpha : 0.0);
+      vnorm += v[i] * v[i];
+    }
+    vnorm = std::sqrt(vnorm);
+    if (vnorm == 0.0) continue;
+    for (int64_t i = k + 1; i < n; ++i) v[i] /= vnorm;
+    // Trailing block B <- H B H = B - 2 (v w^T + w v^T), w = Bv - (v^T B v) v.
+    double kappa = 0;
+    for (int64_t i = k + 1; i < n; ++i) {
+      double s = 0;
+      for (int64_t j = k + 1; j < n; ++j) s += A(i, j) * v[j];
+      p[i] = s;
+      kappa += v[i] * s;
+    }
+    for (int64_t i = k + 1; i < n; ++i) p[i] -= kappa * v[i];
+    for (int64_t i = k + 1; i < n; ++i)
+      for (int64_t j = k + 1; j < n; ++j) A(i, j) -= 2.0 * (v[i] * p[j] + p[i] * v[j]);
+    A(k + 1, k) = A(k, k + 1) = alpha;
+    for (int64_t i = k + 2; i < n; ++i) A(i, k) = A(k, i) = 0.0;
+    // Q <- Q H on columns k+1..
+    for (int64_t r = 0; r < n; ++r) {
+      double s = 0;
+      for (int64_t j = k + 1; j < n; ++j) s += Q(r, j) * v[j];
+      for (int64_t j = k + 1; j < n; ++j) Q(r, j) -= 2.0 * s * v[j];
+    }
+  }
+  std::vector<double> d(static_cast<size_t>(n)), e(static_cast<size_t>(std::max<int64_t>(n, 1)), 0.0);
+  for (int64_t i = 0; i < n; ++i) d[i] = A(i, i);
+  for (int64_t i = 0; i + 1 < n; ++i) e[i] = A(i + 1, i);
+
+  const double eps = std::numeric_limits<double>::epsilon();
+  int64_t iterations = 0;
+  const int64_t max_iterations = 50 * std::max<int64_t>(n, 1);
+  for (;;) {
+    for (int64_t i = 0; i + 1 < n; ++i)
+      if (std::abs(e[i]) <= eps * (std::abs(d[i]) + std::abs(d[i + 1]))) e[i] = 0.0;
+    // The last unreduced block [l, m].
+    int64_t m = n - 1;
+    while (m > 0 && e[m - 1] == 0.0) --m;
+    if (m == 0) break;
+    int64_t l = m - 1;
+    while (l > 0 && e[l - 1] != 0.0) --l;
+    MN_CHECK(++iterations <= max_iterations, "lmnn::eigh: the QR iteration did not converge for a ",
+             n, " x ", n, " matrix (NaN or Inf entries?)");
+    const double delta = (d[m - 1] - d[m]) / 2.0;
+    const double em = e[m - 1];
+    const double mu = d[m] - em * em / (delta + (delta >= 0 ? 1.0 : -1.0) * std::hypot(delta, em));
+    double x = d[l] - mu, z = e[l], bulge = 0.0;
+    for (int64_t k = l; k < m; ++k) {
+      if (k > l) {
+        x = e[k - 1];
+        z = bulge;
+      }
+      const double r = std::hypot(x, z);
+      const double c = r == 0.0 ? 1.0 : x / r, s = r == 0.0 ? 0.0 : -z / r;
+      if (k > l) e[k - 1] = r;
+      // Rows/columns k, k+1 of T: R B R^T with R = [[c, -s], [s, c]].
+      const double a = d[k], b = e[k], dd = d[k + 1];
+      d[k] = c * c * a - 2.0 * c * s * b + s * s * dd;
+      d[k + 1] = s * s * a + 2.0 * c * s * b + c * c * dd;
+      e[k] = c * s * a + (c * c - s * s) * b - c * s * dd;
+      if (k + 1 < m) {
+        bulge = -s * e[k + 1];
+        e[k + 1] = c * e[k + 1];
+      }
+      for (int64_t r2 = 0; r2 < n; ++r2) {
+        const double qk = Q(r2, k), qk1 = Q(r2, k + 1);
+        Q(r2, k) = c * qk - s * qk1;
+        Q(r2, k + 1) = s * qk + c * qk1;
+      }
+    }
+  }
+  return sorted(d, Q);
+}
+
+Eigen eigh_jacobi(const Mat& Ain) {
+  Mat A = symmetric_copy(Ain, "lmnn::eigh_jacobi");
+  const int64_t n = A.rows;
+  Mat V = Mat::identity(n);
+  const double scale = std::max(frobenius(A), std::numeric_limits<double>::min());
+  for (int sweep = 0;; ++sweep) {
+    double off = 0;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = i + 1; j < n; ++j) off += 2.0 * A(i, j) * A(i, j);
+    if (std::sqrt(off) <= 1e-15 * scale) break;
+    MN_CHECK(sweep < 100, "lmnn::eigh_jacobi: no convergence after 100 sweeps for a ", n, " x ", n,
+             " matrix (NaN or Inf entries?)");
+    for (int64_t p = 0; p < n; ++p)
+      for (int64_t q = p + 1; q < n; ++q) {
+        const double apq = A(p, q);
+        if (apq == 0.0) continue;
+        // Zero A(p,q) with P = [[c, s], [-s, c]]: t = tan of the smaller angle.
+        const double theta = (A(q, q) - A(p, p)) / (2.0 * apq);
+        const double t = (theta >= 0 ? 1.0 : -1.0) / (std::abs(theta) + std::sqrt(theta * theta + 1.0));
+        const double c = 1.0 / std::sqrt(t * t + 1.0), s = t * c;
+        for (int64_t k = 0; k < n; ++k) {  // columns: A P
+          const double akp = A(k, p), akq = A(k, q);
+          A(k, p) = c * akp - s * akq;
+          A(k, q) = s * akp + c * akq;
+        }
+        for (int64_t k = 0; k < n; ++k) {  // rows: P^T (A P)
+          const double apk = A(p, k), aqk = A(q, k);
+          A(p, k) = c * apk - s * aqk;
+          A(q, k) = s * apk + c * aqk;
+        }
+        for (int64_t k = 0; k < n; ++k) {
+          const double vkp = V(k, p), vkq = V(k, q);
+          V(k, p) = c * vkp - s * vkq;
+          V(k, q) = s * vkp + c * vkq;
+        }
+      }
+  }
+  std::vector<double> d(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) d[i] = A(i, i);
+  return sorted(d, V);
+}
+
+Mat reconstruct(const Eigen& e, const std::vector<double>& values) {
+  const int64_t n = e.vectors.rows;
+  Mat VL(n, n);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) VL(i, j) = e.vectors(i, j) * values[j];
+  Mat R = matmul(VL, e.vectors, false, true);
+  for (int64_t i = 0; i < n; ++i)  // exact symmetry (round-off would drift otherwise)
+    for (int64_t j = 0; j < i; ++j) R(i, j) = R(j, i) = 0.5 * (R(i, j) + R(j, i));
+  return R;
+}
+
+Mat project_psd(const Mat& M) {
+  Eigen e = eigh(M);
+  std::vector<double> v = e.values;
+  for (double& x : v) x = std::max(x, 0.0);
+  return reconstruct(e, v);
+}
+
+Mat project_psd_factored(const Mat& M, Mat* L) {
+  Eigen e = eigh(M);
+  const int64_t n = M.rows;
+  std::vector<double> v = e.values;
+  for (double& x : v) x = std::max(x, 0.0);
+  if (L) {
+    *L = Mat(n, n);
+    for (int64_t j = 0; j < n; ++j) {
+      const double s = std::sqrt(v[j]);
+      for (int64_t i = 0; i < n; ++i) (*L)(i, j) = e.vectors(i, j) * s;
+    }
+  }
+  return reconstruct(e, v);
+}
+
+Mat psd_factor(const Mat& M) {
+  Eigen e = eigh(M);
+  const int64_t n = M.rows;
+  Mat L(n, n);
+  for (int64_t j = 0; j < n; ++j) {
+    const double s = std::sqrt(std::max(e.values[j], 0.0));
+    for (int64_t i = 0; i < n; ++i) L(i, j) = e.vectors(i, j) * s;
+  }
+  return L;
+}
+
+Pca fit_pca(const Mat& X, int64_t q) {
+  const int64_t n = X.rows, D = X.cols;
+  MN_CHECK(q >= 1 && q <= std::min(n, D), "lmnn::fit_pca: cannot keep ", q, " components of ", n,
+           " points in ", D, " dimensions");
+  Pca p;
+  p.mean.assign(static_cast<size_t>(D), 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < D; ++j) p.mean[j] += X(i, j);
+  for (double& m : p.mean) m /= static_cast<double>(n);
+  Mat Xc = X;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < D; ++j) Xc(i, j) -= p.mean[j];
+  p.components = Mat(D, q);
+  p.variance.resize(static_cast<size_t>(q));
+  const double denom = static_cast<double>(std::max<int64_t>(n - 1, 1));
+  if (n < D) {
+    // Eigenface trick: Xc Xc^T v = l v  =>  Xc^T Xc (Xc^T v) = l (Xc^T v), |Xc^T v| = sqrt(l).
+    Eigen e = eigh(matmul(Xc, Xc, false, true));
+    Mat V(n, q);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < q; ++j) V(i, j) = e.vectors(i, j);
+    Mat U = matmul(Xc, V, true, false);  // (D, q)
+    for (int64_t j = 0; j < q; ++j) {
+      MN_CHECK(e.values[j] > 0, "lmnn::fit_pca: component ", j, " has zero variance (", n,
+               " points span fewer than ", q, " dimensions)");
+      const double s = 1.0 / std::sqrt(e.values[j]);
+      for (int64_t i = 0; i < D; ++i) p.components(i, j) = U(i, j) * s;
+      p.variance[j] = e.values[j] / denom;
+    }
+  } else {
+    Eigen e = eigh(matmul(Xc, Xc, true, false));
+    for (int64_t j = 0; j < q; ++j) {
+      for (int64_t i = 0; i < D; ++i) p.components(i, j) = e.vectors(i, j);
+      p.variance[j] = e.values[j] / denom;
+    }
+  }
+  return p;
+}
+
+Mat pca_transform(const Pca& p, const Mat& X) {
+  MN_CHECK(X.cols == static_cast<int64_t>(p.mean.size()), "lmnn::pca_transform: data has ", X.cols,
+           " features, the PCA was fitted on ", p.mean.size());
+  Mat Xc = X;
+  for (int64_t i = 0; i < X.rows; ++i)
+    for (int64_t j = 0; j < X.cols; ++j) Xc(i, j) -= p.mean[j];
+  return matmul(Xc, p.components);
+}
+
+}  // namespace mn::lmnn
