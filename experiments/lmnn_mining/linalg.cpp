@@ -5,7 +5,9 @@
 #include <cmath>
 #include <numeric>
 
-#include "kernels/gemm.h"
+// The solver works on host float64 matrices (no Tensor): the CPU GEMM launcher
+// directly, not the Tensor-level kernels::matmul (which would copy in and out).
+#include "kernels/cpu/gemm.h"
 #include "runtime/error.h"
 
 namespace mn::lmnn {
