@@ -1,9 +1,21 @@
 // CPU conv2d: the direct loop nest (Conv2dAlgo::Direct, the oracle) and the fast
-// path (Conv2dAlgo::Gemm): im2col of one image into a (C*R*S, P*Q) column matrix,
-// then one gemm_cpu per image:
-//   forward          Y_n (K, PQ)   = W (K, CRS) * col_n (CRS, PQ)
-//   backward-data    col (CRS, PQ) = W^T * dY_n, then col2im (scatter-add) into dX_n
-//   backward-weight  dW (K, CRS)  += dY_n (K, PQ) * col_n^T
+// path (Conv2dAlgo::Gemm), one GEMM per image over the (C*R*S, P*Q) column
+// matrix col_n of im2col:
+//   forward          Y_n (K, PQ)    = W (K, CRS) * col_n (CRS, PQ)
+//   backward-data    col (CRS, PQ)  = W^T * dY_n, then col2im (scatter-add) into dX_n
+//   backward-weight  dW^T (CRS, K) += col_n (CRS, PQ) * dY_n^T, transposed into dW
+//                    once at the end
+// Forward and backward-weight never materialise col_n: the GEMM packs its panels
+// straight from the image through a row source (implicit GEMM,
+// detail::gemm_cpu_rows_*), which saves writing and re-reading a C*R*S*P*Q
+// buffer per image (22 MB for Koch's 7x7 layer, far beyond L2). Backward-weight
+// computes dW^T so that col_n is the A operand (rows contiguous in PQ) instead
+// of a transposed B operand, whose packing gathered one element per cache line.
+// Both give the same sums in the same order as the im2col version (products
+// commute; alpha = beta = 1 write-backs round once in either kernel), so the
+// results are bit-identical to it. Backward-data keeps the materialised col and
+// col2im: its implicit form (a full correlation of dY with the flipped kernel)
+// needs ~30 % more multiply-adds at these shapes (zero padding).
 // Images are spread over the thread pool in contiguous chunks (one column buffer
 // per thread; the GEMM inside then runs serially because parallel_for does not
 // nest). With a single image the GEMM itself is parallel instead. Backward-weight
@@ -15,6 +27,7 @@
 #include <vector>
 
 #include "kernels/conv2d.h"
+#include "kernels/cpu/gemm_internal.h"
 #include "kernels/gemm.h"
 #include "runtime/parallel.h"
 
@@ -30,35 +43,45 @@ inline void valid_range(int64_t off, int64_t stride, int64_t limit, int64_t Q, i
   lo = std::min(lo, hi);
 }
 
-// x: (C, H, W) of one image -> col: (C*R*S, P*Q).
+// im2col as a row source, never materialised: elements [j0, j0+n) of row
+// (c, r, s) of the (C*R*S, P*Q) column matrix of image x, into dst.
 template <typename T>
-void im2col(const Conv2dGeom& g, const T* x, T* col) {
-  const int64_t PQ = g.P * g.Q;
-  for (int64_t c = 0; c < g.C; ++c)
-    for (int64_t r = 0; r < g.R; ++r)
-      for (int64_t s = 0; s < g.S; ++s) {
-        T* dst = col + ((c * g.R + r) * g.S + s) * PQ;
-        const int64_t woff = s * g.dw - g.pw;
-        int64_t q0, q1;
-        valid_range(woff, g.sw, g.W, g.Q, q0, q1);
-        for (int64_t p = 0; p < g.P; ++p) {
-          T* d = dst + p * g.Q;
-          const int64_t h = p * g.sh - g.ph + r * g.dh;
-          if (h < 0 || h >= g.H) {
-            std::fill(d, d + g.Q, T(0));
-            continue;
-          }
-          const T* src = x + (c * g.H + h) * g.W + woff;
-          std::fill(d, d + q0, T(0));
-          if (g.sw == 1) {
-            std::memcpy(d + q0, src + q0, sizeof(T) * (q1 - q0));
-          } else {
-            for (int64_t q = q0; q < q1; ++q) d[q] = src[q * g.sw];
-          }
-          std::fill(d + q1, d + g.Q, T(0));
+struct Im2colRows {
+  const Conv2dGeom* g;
+  const T* x;  // (C, H, W) of one image
+
+  static void fill(const void* ctx, int64_t row, int64_t j0, int64_t n, T* dst) {
+    const Im2colRows& self = *static_cast<const Im2colRows*>(ctx);
+    const Conv2dGeom& g = *self.g;
+    const int64_t s = row % g.S, r = (row / g.S) % g.R, c = row / (g.S * g.R);
+    const int64_t woff = s * g.dw - g.pw;
+    int64_t q0, q1;
+    valid_range(woff, g.sw, g.W, g.Q, q0, q1);
+    int64_t p = j0 / g.Q, q = j0 % g.Q;
+    while (n > 0) {
+      const int64_t len = std::min(n, g.Q - q), qe = q + len;  // [q, qe) of output row p
+      const int64_t h = p * g.sh - g.ph + r * g.dh;
+      if (h < 0 || h >= g.H) {
+        std::fill(dst, dst + len, T(0));
+      } else {
+        const T* src = self.x + (c * g.H + h) * g.W + woff;
+        const int64_t a = std::clamp(q0, q, qe), b = std::clamp(q1, a, qe);
+        std::fill(dst, dst + (a - q), T(0));
+        if (g.sw == 1) {
+          std::memcpy(dst + (a - q), src + a, sizeof(T) * (b - a));
+        } else {
+          for (int64_t i = a; i < b; ++i) dst[i - q] = src[i * g.sw];
         }
+        std::fill(dst + (b - q), dst + len, T(0));
       }
-}
+      dst += len;
+      n -= len;
+      ++p;
+      q = 0;
+    }
+  }
+  detail::GemmRows<T> rows() const { return {&Im2colRows::fill, this}; }
+};
 
 // col: (C*R*S, P*Q) -> dx: (C, H, W), accumulated (dx must be zeroed first).
 template <typename T>
@@ -87,8 +110,7 @@ inline bool is_pointwise(const Conv2dGeom& g) {
 }
 
 // Per-thread scratch, reused across calls (grows, never shrinks). Slot 0 holds
-// im2col columns; slot 1 backward-weight's per-chunk partial sums (the calling
-// thread also fills columns while it owns the partials).
+// backward-data's columns; slot 1 backward-weight's per-chunk partial sums.
 template <typename T, int Slot = 0>
 T* scratch(int64_t n) {
   thread_local std::vector<T> buf;
@@ -207,14 +229,13 @@ void conv2d_forward_cpu(const Conv2dGeom& g, const T* x, const T* w, const T* b,
   const int64_t PQ = g.P * g.Q, CRS = g.C * g.R * g.S, CHW = g.C * g.H * g.W;
   const bool pw = is_pointwise(g);
   auto one_image = [&](int64_t n) {
-    const T* col = x + n * CHW;
-    if (!pw) {
-      T* buf = scratch<T>(CRS * PQ);
-      im2col(g, x + n * CHW, buf);
-      col = buf;
-    }
     T* yn = y + n * g.K * PQ;
-    gemm_cpu<T>(false, false, g.K, PQ, CRS, T(1), w, CRS, col, PQ, T(0), yn, PQ);
+    if (pw) {
+      gemm_cpu<T>(false, false, g.K, PQ, CRS, T(1), w, CRS, x + n * CHW, PQ, T(0), yn, PQ);
+    } else {
+      const Im2colRows<T> src{&g, x + n * CHW};
+      detail::gemm_cpu_rows_b<T>(false, g.K, PQ, CRS, T(1), w, CRS, src.rows(), T(0), yn, PQ);
+    }
     if (b)
       for (int64_t k = 0; k < g.K; ++k) {
         T* row = yn + k * PQ;
@@ -253,37 +274,46 @@ void conv2d_backward_weight_cpu(const Conv2dGeom& g, const T* x, const T* dy, T*
   const int64_t PQ = g.P * g.Q, CRS = g.C * g.R * g.S, CHW = g.C * g.H * g.W;
   const int64_t KCRS = g.K * CRS;
   const bool pw = is_pointwise(g);
-  // Accumulates images [n0, n1) into out (overwritten by the first image).
+  // Accumulates dW^T (CRS, K) of images [n0, n1) into out (overwritten by the first image).
   auto images = [&](int64_t n0, int64_t n1, T* out) {
     if (n0 == n1) {
       std::fill(out, out + KCRS, T(0));
       return;
     }
     for (int64_t n = n0; n < n1; ++n) {
-      const T* col = x + n * CHW;
-      if (!pw) {
-        T* buf = scratch<T>(CRS * PQ);
-        im2col(g, x + n * CHW, buf);
-        col = buf;
+      const T* dyn = dy + n * g.K * PQ;
+      const T beta = n == n0 ? T(0) : T(1);
+      if (pw) {
+        gemm_cpu<T>(false, true, CRS, g.K, PQ, T(1), x + n * CHW, PQ, dyn, PQ, beta, out, g.K);
+      } else {
+        const Im2colRows<T> src{&g, x + n * CHW};
+        detail::gemm_cpu_rows_a<T>(src.rows(), true, CRS, g.K, PQ, T(1), dyn, PQ, beta, out, g.K);
       }
-      gemm_cpu<T>(false, true, g.K, CRS, PQ, T(1), dy + n * g.K * PQ, PQ, col, PQ,
-                  n == n0 ? T(0) : T(1), out, CRS);
     }
   };
   // Thread-count independent: the chunks do not depend on num_threads() (with one
   // thread they simply run one after another).
-  const int64_t chunks = std::min<int64_t>(g.N, kWeightGradChunks);
-  if (chunks <= 1) return images(0, g.N, dw);
-  T* partial = scratch<T, 1>((chunks - 1) * KCRS);
-  for_image_chunks(g.N, chunks, [&](int64_t ci, int64_t n0, int64_t n1) {
-    images(n0, n1, ci == 0 ? dw : partial + (ci - 1) * KCRS);
-  });
-  // dw += partial[0] + partial[1] + ..., in chunk order for every element.
-  parallel_for(0, KCRS, 16384, [&](int64_t i0, int64_t i1) {
-    for (int64_t ci = 1; ci < chunks; ++ci) {
-      const T* src = partial + (ci - 1) * KCRS;
-      for (int64_t i = i0; i < i1; ++i) dw[i] += src[i];
-    }
+  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(g.N, kWeightGradChunks));
+  T* partial = scratch<T, 1>(chunks * KCRS);  // chunk ci: dW^T (CRS, K) at partial + ci*KCRS
+  if (chunks == 1) {
+    images(0, g.N, partial);
+  } else {
+    for_image_chunks(g.N, chunks, [&](int64_t ci, int64_t n0, int64_t n1) {
+      images(n0, n1, partial + ci * KCRS);
+    });
+  }
+  // partial[0] += partial[1] + partial[2] + ..., in chunk order for every element,
+  // then dw (K, CRS) = partial[0]^T.
+  if (chunks > 1)
+    parallel_for(0, KCRS, 16384, [&](int64_t i0, int64_t i1) {
+      for (int64_t ci = 1; ci < chunks; ++ci) {
+        const T* src = partial + ci * KCRS;
+        for (int64_t i = i0; i < i1; ++i) partial[i] += src[i];
+      }
+    });
+  parallel_for(0, g.K, std::max<int64_t>(1, 16384 / CRS), [&](int64_t k0, int64_t k1) {
+    for (int64_t k = k0; k < k1; ++k)
+      for (int64_t i = 0; i < CRS; ++i) dw[k * CRS + i] = partial[i * g.K + k];
   });
 }
 

@@ -5,12 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
 #include "autograd/gradcheck.h"
 #include "autograd/ops_conv.h"
 #include "kernels/conv2d.h"
+#include "runtime/cpu_features.h"
 #include "runtime/parallel.h"
 #include "tests/common/test_util.h"
 
@@ -159,6 +161,49 @@ TEST(Conv2dKernel, GemmBackwardMatchesDirectFloat32) {
                                 kernels::conv2d_backward_data(dy, w, c.x, pg), 1e-5, 1e-5));
     EXPECT_TRUE(test::all_close(kernels::conv2d_backward_weight(dy, x, c.w, pd),
                                 kernels::conv2d_backward_weight(dy, x, c.w, pg), 1e-5, 1e-5));
+  }
+}
+
+// The implicit-GEMM path (im2col rows packed straight from the input, dW^T as
+// col * dY^T) against the direct loops on every instruction-set path this CPU
+// supports (MN_CPU_ISA / set_cpu_isa), with C*R*S = 400 > KC = 256 so that the
+// GEMM's depth blocking and the row source's row wrap-around are exercised.
+TEST(Conv2dKernel, GemmPathMatchesDirectOnEveryIsa) {
+  struct IsaCase {
+    Shape x, w;
+    Conv2dParams p;
+  };
+  const std::vector<IsaCase> cases = {{{3, 16, 19, 17}, {7, 16, 5, 5}, params(1, 1, 2, 1)},
+                                      {{2, 16, 23, 21}, {9, 16, 5, 5}, params(2, 1, 0, 3, 2, 1)}};
+  for (CpuIsa isa : {CpuIsa::Scalar, CpuIsa::Avx2, CpuIsa::Avx512}) {
+    if (!cpu_isa_supported(isa)) {
+      std::printf("[  NOTE    ] %s path not supported by this CPU: not tested here\n",
+                  cpu_isa_name(isa));
+      continue;
+    }
+    CpuIsaScope scope(isa);
+    for (DType dt : {DType::F64, DType::F32}) {
+      // float64: sums of <= ~2000 products in [-1, 1], rounding ~1e-13: 1e-10.
+      // float32: the same sums, rounding up to ~sqrt(2000) * 6e-8 * 500 = 1.4e-3
+      // (a wrong or missing term is ~0.25): 5e-3 absolute + relative.
+      const double tol = dt == DType::F64 ? 1e-10 : 5e-3;
+      for (const IsaCase& c : cases) {
+        SCOPED_TRACE(std::string(cpu_isa_name(isa)) + (dt == DType::F64 ? " f64 x " : " f32 x ") +
+                     shape_str(c.x) + " w " + shape_str(c.w));
+        Conv2dParams pd = c.p, pg = c.p;
+        pd.algo = Conv2dAlgo::Direct, pg.algo = Conv2dAlgo::Gemm;
+        Tensor x = test::rand(c.x, -1, 1, dt, Device::cpu(), 30);
+        Tensor w = test::rand(c.w, -1, 1, dt, Device::cpu(), 31);
+        Tensor b = test::rand({c.w[0]}, -1, 1, dt, Device::cpu(), 32);
+        Tensor y = kernels::conv2d_forward(x, w, b, pd);
+        EXPECT_TRUE(test::all_close(y, kernels::conv2d_forward(x, w, b, pg), tol, tol));
+        Tensor dy = test::rand(y.shape(), -1, 1, dt, Device::cpu(), 33);
+        EXPECT_TRUE(test::all_close(kernels::conv2d_backward_data(dy, w, c.x, pd),
+                                    kernels::conv2d_backward_data(dy, w, c.x, pg), tol, tol));
+        EXPECT_TRUE(test::all_close(kernels::conv2d_backward_weight(dy, x, c.w, pd),
+                                    kernels::conv2d_backward_weight(dy, x, c.w, pg), tol, tol));
+      }
+    }
   }
 }
 
