@@ -13,7 +13,9 @@
 // of a transposed B operand, whose packing gathered one element per cache line.
 // Both give the same sums in the same order as the im2col version (products
 // commute; alpha = beta = 1 write-backs round once in either kernel), so the
-// results are bit-identical to it. Backward-data keeps the materialised col and
+// results are bit-identical to it. Outputs under 64 positions (P*Q < kSmallPQ)
+// run one product over all images instead (see batch_images). Backward-data
+// keeps the materialised col and
 // col2im: its implicit form (a full correlation of dY with the flipped kernel)
 // needs ~30 % more multiply-adds at these shapes (zero padding).
 // Images are spread over the thread pool in contiguous chunks (one column buffer
@@ -44,27 +46,28 @@ inline void valid_range(int64_t off, int64_t stride, int64_t limit, int64_t Q, i
 }
 
 // im2col as a row source, never materialised: elements [j0, j0+n) of row
-// (c, r, s) of the (C*R*S, P*Q) column matrix of image x, into dst.
+// (c, r, s) of the (C*R*S, N*P*Q) column matrix of the images x, image after
+// image (column j is output position j % PQ of image j / PQ) into dst.
 template <typename T>
 struct Im2colRows {
   const Conv2dGeom* g;
-  const T* x;  // (C, H, W) of one image
+  const T* x;  // (N, C, H, W), from the first image of the product
 
-  static void fill(const void* ctx, int64_t row, int64_t j0, int64_t n, T* dst) {
-    const Im2colRows& self = *static_cast<const Im2colRows*>(ctx);
-    const Conv2dGeom& g = *self.g;
+  // Positions [pos, pos+n) of one image (all within its P*Q).
+  static void fill_image(const Conv2dGeom& g, const T* x, int64_t row, int64_t pos, int64_t n,
+                         T* dst) {
     const int64_t s = row % g.S, r = (row / g.S) % g.R, c = row / (g.S * g.R);
     const int64_t woff = s * g.dw - g.pw;
     int64_t q0, q1;
     valid_range(woff, g.sw, g.W, g.Q, q0, q1);
-    int64_t p = j0 / g.Q, q = j0 % g.Q;
+    int64_t p = pos / g.Q, q = pos % g.Q;
     while (n > 0) {
       const int64_t len = std::min(n, g.Q - q), qe = q + len;  // [q, qe) of output row p
       const int64_t h = p * g.sh - g.ph + r * g.dh;
       if (h < 0 || h >= g.H) {
         std::fill(dst, dst + len, T(0));
       } else {
-        const T* src = self.x + (c * g.H + h) * g.W + woff;
+        const T* src = x + (c * g.H + h) * g.W + woff;
         const int64_t a = std::clamp(q0, q, qe), b = std::clamp(q1, a, qe);
         std::fill(dst, dst + (a - q), T(0));
         if (g.sw == 1) {
@@ -80,17 +83,66 @@ struct Im2colRows {
       q = 0;
     }
   }
+
+  static void fill(const void* ctx, int64_t row, int64_t j0, int64_t n, T* dst) {
+    const Im2colRows& self = *static_cast<const Im2colRows*>(ctx);
+    const Conv2dGeom& g = *self.g;
+    const int64_t PQ = g.P * g.Q, CHW = g.C * g.H * g.W;
+    while (n > 0) {
+      const int64_t img = j0 / PQ, pos = j0 % PQ, len = std::min(n, PQ - pos);
+      fill_image(g, self.x + img * CHW, row, pos, len, dst);
+      dst += len, j0 += len, n -= len;
+    }
+  }
   detail::GemmRows<T> rows() const { return {&Im2colRows::fill, this}; }
 };
 
-// col: (C*R*S, P*Q) -> dx: (C, H, W), accumulated (dx must be zeroed first).
+// dY (N, K, P*Q) read as the (K, N*P*Q) matrix, images side by side.
 template <typename T>
-void col2im(const Conv2dGeom& g, const T* col, T* dx) {
-  const int64_t PQ = g.P * g.Q;
+struct DyRows {
+  const Conv2dGeom* g;
+  const T* dy;
+  static void fill(const void* ctx, int64_t k, int64_t j0, int64_t n, T* dst) {
+    const DyRows& self = *static_cast<const DyRows*>(ctx);
+    const int64_t PQ = self.g->P * self.g->Q, K = self.g->K;
+    while (n > 0) {
+      const int64_t img = j0 / PQ, pos = j0 % PQ, len = std::min(n, PQ - pos);
+      std::memcpy(dst, self.dy + (img * K + k) * PQ + pos, sizeof(T) * len);
+      dst += len, j0 += len, n -= len;
+    }
+  }
+  detail::GemmRows<T> rows() const { return {&DyRows::fill, this}; }
+};
+
+// dY (N, K, P*Q) read as the (N*P*Q, K) matrix (the transpose of DyRows).
+template <typename T>
+struct DyRowsT {
+  const Conv2dGeom* g;
+  const T* dy;
+  static void fill(const void* ctx, int64_t j, int64_t k0, int64_t n, T* dst) {
+    const DyRowsT& self = *static_cast<const DyRowsT*>(ctx);
+    const int64_t PQ = self.g->P * self.g->Q, K = self.g->K;
+    const T* src = self.dy + (j / PQ) * K * PQ + j % PQ + k0 * PQ;
+    for (int64_t i = 0; i < n; ++i) dst[i] = src[i * PQ];
+  }
+  detail::GemmRows<T> rows() const { return {&DyRowsT::fill, this}; }
+};
+
+// Small outputs (Koch's last layer: 6 x 6) are better as one product over all
+// images: per image, P*Q < 64 fills fewer than four 16-wide slivers (padding
+// waste) and backward-weight's depth P*Q re-reads and rewrites all of dW for a
+// few multiply-adds each. One product is parallel inside the GEMM, and its
+// reduction order does not depend on the thread count either.
+constexpr int64_t kSmallPQ = 64;
+inline bool batch_images(const Conv2dGeom& g) { return g.P * g.Q < kSmallPQ; }
+
+// col: (C*R*S, P*Q), rows ld apart -> dx: (C, H, W), accumulated (dx must be zeroed first).
+template <typename T>
+void col2im(const Conv2dGeom& g, const T* col, int64_t ld, T* dx) {
   for (int64_t c = 0; c < g.C; ++c)
     for (int64_t r = 0; r < g.R; ++r)
       for (int64_t s = 0; s < g.S; ++s) {
-        const T* src = col + ((c * g.R + r) * g.S + s) * PQ;
+        const T* src = col + ((c * g.R + r) * g.S + s) * ld;
         const int64_t woff = s * g.dw - g.pw;
         int64_t q0, q1;
         valid_range(woff, g.sw, g.W, g.Q, q0, q1);
@@ -110,7 +162,8 @@ inline bool is_pointwise(const Conv2dGeom& g) {
 }
 
 // Per-thread scratch, reused across calls (grows, never shrinks). Slot 0 holds
-// backward-data's columns; slot 1 backward-weight's per-chunk partial sums.
+// backward-data's columns; slot 1 backward-weight's per-chunk partial sums;
+// slot 2 the batched forward's (K, N*P*Q) product.
 template <typename T, int Slot = 0>
 T* scratch(int64_t n) {
   thread_local std::vector<T> buf;
@@ -228,6 +281,22 @@ void conv2d_forward_cpu(const Conv2dGeom& g, const T* x, const T* w, const T* b,
   if (algo == Conv2dAlgo::Direct) return forward_direct(g, x, w, b, y);
   const int64_t PQ = g.P * g.Q, CRS = g.C * g.R * g.S, CHW = g.C * g.H * g.W;
   const bool pw = is_pointwise(g);
+  if (!pw && batch_images(g)) {  // Y_all (K, N*PQ) = W * col_all, then (N, K, PQ) + bias
+    const int64_t NPQ = g.N * PQ;
+    T* yall = scratch<T, 2>(g.K * NPQ);
+    const Im2colRows<T> src{&g, x};
+    detail::gemm_cpu_rows_b<T>(false, g.K, NPQ, CRS, T(1), w, CRS, src.rows(), T(0), yall, NPQ);
+    parallel_for(0, g.N * g.K, std::max<int64_t>(1, 4096 / PQ), [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t n = i / g.K, k = i % g.K;
+        const T* s = yall + k * NPQ + n * PQ;
+        T* d = y + i * PQ;
+        const T bk = b ? b[k] : T(0);
+        for (int64_t j = 0; j < PQ; ++j) d[j] = b ? s[j] + bk : s[j];
+      }
+    });
+    return;
+  }
   auto one_image = [&](int64_t n) {
     T* yn = y + n * g.K * PQ;
     if (pw) {
@@ -252,6 +321,20 @@ void conv2d_backward_data_cpu(const Conv2dGeom& g, const T* dy, const T* w, T* d
   if (algo == Conv2dAlgo::Direct) return backward_data_direct(g, dy, w, dx);
   const int64_t PQ = g.P * g.Q, CRS = g.C * g.R * g.S, CHW = g.C * g.H * g.W;
   const bool pw = is_pointwise(g);
+  if (!pw && batch_images(g)) {  // col_all (CRS, N*PQ) = W^T * dY_all, col2im per image
+    const int64_t NPQ = g.N * PQ;
+    T* col = scratch<T>(CRS * NPQ);
+    const DyRows<T> src{&g, dy};
+    detail::gemm_cpu_rows_b<T>(true, CRS, NPQ, g.K, T(1), w, CRS, src.rows(), T(0), col, NPQ);
+    parallel_for(0, g.N, 1, [&](int64_t n0, int64_t n1) {
+      for (int64_t n = n0; n < n1; ++n) {
+        T* dxn = dx + n * CHW;
+        std::fill(dxn, dxn + CHW, T(0));
+        col2im(g, col + n * PQ, NPQ, dxn);
+      }
+    });
+    return;
+  }
   auto one_image = [&](int64_t n) {
     T* dxn = dx + n * CHW;
     const T* dyn = dy + n * g.K * PQ;
@@ -262,7 +345,7 @@ void conv2d_backward_data_cpu(const Conv2dGeom& g, const T* dy, const T* w, T* d
     T* col = scratch<T>(CRS * PQ);
     gemm_cpu<T>(true, false, CRS, PQ, g.K, T(1), w, CRS, dyn, PQ, T(0), col, PQ);
     std::fill(dxn, dxn + CHW, T(0));
-    col2im(g, col, dxn);
+    col2im(g, col, PQ, dxn);
   };
   for_each_image(g.N, one_image);
 }
@@ -292,10 +375,17 @@ void conv2d_backward_weight_cpu(const Conv2dGeom& g, const T* x, const T* dy, T*
     }
   };
   // Thread-count independent: the chunks do not depend on num_threads() (with one
-  // thread they simply run one after another).
-  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(g.N, kWeightGradChunks));
+  // thread they simply run one after another). Small outputs: one chunk, one
+  // product over all images (dW^T = col_all * dY_all^T, parallel inside).
+  const bool one_product = !pw && batch_images(g);
+  const int64_t chunks =
+      one_product ? 1 : std::max<int64_t>(1, std::min<int64_t>(g.N, kWeightGradChunks));
   T* partial = scratch<T, 1>(chunks * KCRS);  // chunk ci: dW^T (CRS, K) at partial + ci*KCRS
-  if (chunks == 1) {
+  if (one_product) {
+    const Im2colRows<T> a{&g, x};
+    const DyRowsT<T> b{&g, dy};
+    detail::gemm_cpu_rows_ab<T>(a.rows(), b.rows(), CRS, g.K, g.N * PQ, T(1), T(0), partial, g.K);
+  } else if (chunks == 1) {
     images(0, g.N, partial);
   } else {
     for_image_chunks(g.N, chunks, [&](int64_t ci, int64_t n0, int64_t n1) {

@@ -189,20 +189,29 @@ void pack_b(const Operand<T>& b, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
   const T* B = b.p;
   const int64_t ldb = b.ld;
   if (b.is_rows()) {
-    // Row k of op(B), columns [j0 + s0*NR, j0 + min(nc, s1*NR)), is written into an
-    // L1-resident scratch row and copied into the slivers.
-    const int64_t c0 = s0 * NR, c1 = std::min(nc, s1 * NR);
-    T* row = row_scratch<T>(c1 - c0);  // row[c - c0] for columns c in [c0, c1)
-    for (int64_t k = 0; k < kc; ++k) {
-      b.rows.fill(b.rows.ctx, p0 + k, j0 + c0, c1 - c0, row);
-      for (int64_t s = s0; s < s1; ++s) {
-        const int64_t jr = s * NR;
-        const int nr = static_cast<int>(std::min<int64_t>(NR, nc - jr));
-        const T* src = row + (jr - c0);
-        T* d = Bp + jr * kc + k * NR;
-        int j = 0;
-        for (; j < nr; ++j) d[j] = src[j];
-        for (; j < NR; ++j) d[j] = T(0);
+    // Row k of op(B), for a group of G slivers at a time, is written into an
+    // L1-resident scratch row and copied into the slivers; groups (as for a
+    // strided B below) keep the number of sliver write streams small.
+    constexpr int64_t G = 8;
+    T* row = row_scratch<T>(G * NR);
+    for (int64_t g0 = s0; g0 < s1; g0 += G) {
+      const int64_t g1 = std::min(s1, g0 + G);
+      const int64_t c0 = g0 * NR, c1 = std::min(nc, g1 * NR);  // columns of the group
+      for (int64_t k = 0; k < kc; ++k) {
+        b.rows.fill(b.rows.ctx, p0 + k, j0 + c0, c1 - c0, row);
+        for (int64_t s = g0; s < g1; ++s) {
+          const int64_t jr = s * NR;
+          const T* src = row + (jr - c0);
+          T* d = Bp + jr * kc + k * NR;
+          if (jr + NR <= nc) {
+            std::memcpy(d, src, sizeof(T) * NR);
+          } else {
+            const int nr = static_cast<int>(nc - jr);
+            int j = 0;
+            for (; j < nr; ++j) d[j] = src[j];
+            for (; j < NR; ++j) d[j] = T(0);
+          }
+        }
       }
     }
     return;
@@ -416,6 +425,23 @@ void gemm_cpu_rows_a(GemmRows<T> a_rows, bool trans_b, int64_t M, int64_t N, int
   run_packed(packed_variant(cpu_gemm_variant()), a, b, M, N, K, alpha, beta, C, ldc);
 }
 
+template <typename T>
+void gemm_cpu_rows_ab(GemmRows<T> a_rows, GemmRows<T> b_rows, int64_t M, int64_t N, int64_t K,
+                      T alpha, T beta, T* C, int64_t ldc) {
+  MN_CHECK(M >= 0 && N >= 0 && K >= 0 && a_rows.fill != nullptr && b_rows.fill != nullptr,
+           "gemm_cpu_rows_ab: bad arguments M=", M, " N=", N, " K=", K);
+  if (M == 0 || N == 0) return;
+  if (K == 0 || alpha == T(0)) return scale_c(M, N, beta, C, ldc);
+  Operand<T> a, b;
+  a.rows = a_rows;
+  b.rows = b_rows;
+  run_packed(packed_variant(cpu_gemm_variant()), a, b, M, N, K, alpha, beta, C, ldc);
+}
+
+template void gemm_cpu_rows_ab<float>(GemmRows<float>, GemmRows<float>, int64_t, int64_t, int64_t,
+                                      float, float, float*, int64_t);
+template void gemm_cpu_rows_ab<double>(GemmRows<double>, GemmRows<double>, int64_t, int64_t,
+                                       int64_t, double, double, double*, int64_t);
 template void gemm_cpu_rows_b<float>(bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
                                      GemmRows<float>, float, float*, int64_t);
 template void gemm_cpu_rows_b<double>(bool, int64_t, int64_t, int64_t, double, const double*,

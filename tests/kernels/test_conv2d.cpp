@@ -174,7 +174,9 @@ TEST(Conv2dKernel, GemmPathMatchesDirectOnEveryIsa) {
     Conv2dParams p;
   };
   const std::vector<IsaCase> cases = {{{3, 16, 19, 17}, {7, 16, 5, 5}, params(1, 1, 2, 1)},
-                                      {{2, 16, 23, 21}, {9, 16, 5, 5}, params(2, 1, 0, 3, 2, 1)}};
+                                      {{2, 16, 23, 21}, {9, 16, 5, 5}, params(2, 1, 0, 3, 2, 1)},
+                                      // P*Q = 30 < 64: one product over all images
+                                      {{4, 20, 8, 9}, {6, 20, 4, 4}, params(1, 1, 0, 0)}};
   for (CpuIsa isa : {CpuIsa::Scalar, CpuIsa::Avx2, CpuIsa::Avx512}) {
     if (!cpu_isa_supported(isa)) {
       std::printf("[  NOTE    ] %s path not supported by this CPU: not tested here\n",
@@ -210,29 +212,33 @@ TEST(Conv2dKernel, GemmPathMatchesDirectOnEveryIsa) {
 // The CPU passes give bit-identical results for any thread count (backward-weight
 // sums its image chunks in a fixed order over fixed chunks): 1, 2, 3 and 5
 // threads, batch 23 (chunks of unequal size), float32 where rounding shows.
+// Two shapes: P*Q = 60 (one product over all images) and 180 (per image).
 TEST(Conv2dKernel, CpuResultsIndependentOfThreadCount) {
-  const int saved = num_threads();
-  const Shape xs{23, 3, 13, 11}, ws{5, 3, 3, 4};
-  Conv2dParams p;
-  p.stride_h = 2, p.pad_w = 1;
-  Tensor x = test::rand(xs, -1, 1, DType::F32, Device::cpu(), 20);
-  Tensor w = test::rand(ws, -1, 1, DType::F32, Device::cpu(), 21);
-  std::vector<float> y1, dx1, dw1;
-  for (int threads : {1, 2, 3, 5}) {
-    set_num_threads(threads);
-    Tensor y = kernels::conv2d_forward(x, w, Tensor(), p);
-    Tensor dy = test::rand(y.shape(), -1, 1, DType::F32, Device::cpu(), 22);
-    std::vector<float> yv = y.to_vector<float>(), dxv = kernels::conv2d_backward_data(dy, w, xs, p).to_vector<float>(),
-                       dwv = kernels::conv2d_backward_weight(dy, x, ws, p).to_vector<float>();
-    if (threads == 1) {
-      y1 = yv, dx1 = dxv, dw1 = dwv;
-      continue;
+  for (const Shape& xs : {Shape{23, 3, 13, 11}, Shape{19, 3, 33, 11}}) {
+    const int saved = num_threads();
+    const Shape ws{5, 3, 3, 4};
+    Conv2dParams p;
+    p.stride_h = 2, p.pad_w = 1;
+    Tensor x = test::rand(xs, -1, 1, DType::F32, Device::cpu(), 20);
+    Tensor w = test::rand(ws, -1, 1, DType::F32, Device::cpu(), 21);
+    std::vector<float> y1, dx1, dw1;
+    for (int threads : {1, 2, 3, 5}) {
+      set_num_threads(threads);
+      Tensor y = kernels::conv2d_forward(x, w, Tensor(), p);
+      Tensor dy = test::rand(y.shape(), -1, 1, DType::F32, Device::cpu(), 22);
+      std::vector<float> yv = y.to_vector<float>(),
+                         dxv = kernels::conv2d_backward_data(dy, w, xs, p).to_vector<float>(),
+                         dwv = kernels::conv2d_backward_weight(dy, x, ws, p).to_vector<float>();
+      if (threads == 1) {
+        y1 = yv, dx1 = dxv, dw1 = dwv;
+        continue;
+      }
+      EXPECT_EQ(yv, y1) << threads << " threads: forward, x " << shape_str(xs);
+      EXPECT_EQ(dxv, dx1) << threads << " threads: backward-data";
+      EXPECT_EQ(dwv, dw1) << threads << " threads: backward-weight";
     }
-    EXPECT_EQ(yv, y1) << threads << " threads: forward";
-    EXPECT_EQ(dxv, dx1) << threads << " threads: backward-data";
-    EXPECT_EQ(dwv, dw1) << threads << " threads: backward-weight";
+    set_num_threads(saved);
   }
-  set_num_threads(saved);
 }
 
 // ---- gradcheck through the tape --------------------------------------------------
