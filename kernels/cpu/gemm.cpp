@@ -17,6 +17,9 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
+
+#include <xmmintrin.h>  // SSE: part of baseline x86-64
 
 #include "kernels/cpu/gemm_internal.h"
 #include "kernels/gemm.h"
@@ -180,6 +183,31 @@ void pack_a(const Operand<T>& a, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
   }
 }
 
+// One full sliver of a transposed float B: rows [0, NR) of B (N, K), depth
+// [0, kc) from `src` (row j at src + j*ldb) -> dst[k*NR + j]. The scalar
+// version wrote one element per 64-byte line per k and ran at ~9 GFLOP/s for
+// the dense layer's forward (M = 12 rows against a 4096 x 9216 weight).
+template <int NR>
+void pack_b_trans_f32(const float* src, int64_t ldb, int64_t kc, float* dst) {
+  static_assert(NR % 4 == 0, "NR must be a multiple of 4");
+  int64_t k = 0;
+  for (; k + 4 <= kc; k += 4) {
+    for (int j = 0; j < NR; j += 4) {
+      __m128 r0 = _mm_loadu_ps(src + (j + 0) * ldb + k);
+      __m128 r1 = _mm_loadu_ps(src + (j + 1) * ldb + k);
+      __m128 r2 = _mm_loadu_ps(src + (j + 2) * ldb + k);
+      __m128 r3 = _mm_loadu_ps(src + (j + 3) * ldb + k);
+      _MM_TRANSPOSE4_PS(r0, r1, r2, r3);  // r_t = column k+t of rows j..j+3
+      _mm_storeu_ps(dst + (k + 0) * NR + j, r0);
+      _mm_storeu_ps(dst + (k + 1) * NR + j, r1);
+      _mm_storeu_ps(dst + (k + 2) * NR + j, r2);
+      _mm_storeu_ps(dst + (k + 3) * NR + j, r3);
+    }
+  }
+  for (; k < kc; ++k)
+    for (int j = 0; j < NR; ++j) dst[k * NR + j] = src[j * ldb + k];
+}
+
 // B slivers [s0, s1) of the panel starting at column j0 (nc wide), depth [p0, p0+kc)
 // -> Bp[s*NR*kc + k*NR + j].
 template <typename T, int NR>
@@ -247,6 +275,12 @@ void pack_b(const Operand<T>& b, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
     const int nr = static_cast<int>(std::min<int64_t>(NR, nc - jr));
     T* dst = Bp + jr * kc;
     // B is (N, K): column j of op(B) is contiguous in k.
+    if constexpr (std::is_same_v<T, float>) {
+      if (nr == NR) {  // 4x4 SSE transposes (baseline x86-64): ~10x the scalar scatter
+        pack_b_trans_f32<NR>(B + (j0 + jr) * ldb + p0, ldb, kc, dst);
+        continue;
+      }
+    }
     for (int j = 0; j < nr; ++j) {
       const T* src = B + (j0 + jr + j) * ldb + p0;
       for (int64_t k = 0; k < kc; ++k) dst[k * NR + j] = src[k];
