@@ -14,8 +14,8 @@
 // Both give the same sums in the same order as the im2col version (products
 // commute; alpha = beta = 1 write-backs round once in either kernel), so the
 // results are bit-identical to it. Outputs under 64 positions (P*Q < kSmallPQ)
-// run one product over all images instead (see batch_images). Backward-data
-// keeps the materialised col and
+// run forward and backward-data as one product over all images (see
+// batch_images). Backward-data keeps the materialised col and
 // col2im: its implicit form (a full correlation of dY with the flipped kernel)
 // needs ~30 % more multiply-adds at these shapes (zero padding).
 // Images are spread over the thread pool in contiguous chunks (one column buffer
@@ -114,25 +114,11 @@ struct DyRows {
   detail::GemmRows<T> rows() const { return {&DyRows::fill, this}; }
 };
 
-// dY (N, K, P*Q) read as the (N*P*Q, K) matrix (the transpose of DyRows).
-template <typename T>
-struct DyRowsT {
-  const Conv2dGeom* g;
-  const T* dy;
-  static void fill(const void* ctx, int64_t j, int64_t k0, int64_t n, T* dst) {
-    const DyRowsT& self = *static_cast<const DyRowsT*>(ctx);
-    const int64_t PQ = self.g->P * self.g->Q, K = self.g->K;
-    const T* src = self.dy + (j / PQ) * K * PQ + j % PQ + k0 * PQ;
-    for (int64_t i = 0; i < n; ++i) dst[i] = src[i * PQ];
-  }
-  detail::GemmRows<T> rows() const { return {&DyRowsT::fill, this}; }
-};
-
 // Small outputs (Koch's last layer: 6 x 6) are better as one product over all
-// images: per image, P*Q < 64 fills fewer than four 16-wide slivers (padding
-// waste) and backward-weight's depth P*Q re-reads and rewrites all of dW for a
-// few multiply-adds each. One product is parallel inside the GEMM, and its
-// reduction order does not depend on the thread count either.
+// images in forward and backward-data: per image, P*Q < 64 fills fewer than
+// four 16-wide slivers (padding waste). One product is parallel inside the GEMM;
+// every element is still summed over C*R*S (or K) in the same order, so the
+// results are unchanged and independent of the thread count.
 constexpr int64_t kSmallPQ = 64;
 inline bool batch_images(const Conv2dGeom& g) { return g.P * g.Q < kSmallPQ; }
 
@@ -375,17 +361,13 @@ void conv2d_backward_weight_cpu(const Conv2dGeom& g, const T* x, const T* dy, T*
     }
   };
   // Thread-count independent: the chunks do not depend on num_threads() (with one
-  // thread they simply run one after another). Small outputs: one chunk, one
-  // product over all images (dW^T = col_all * dY_all^T, parallel inside).
-  const bool one_product = !pw && batch_images(g);
-  const int64_t chunks =
-      one_product ? 1 : std::max<int64_t>(1, std::min<int64_t>(g.N, kWeightGradChunks));
+  // thread they simply run one after another). Unlike forward and backward-data,
+  // small outputs keep the per-image products: one product over all images would
+  // split its depth N*P*Q into KC blocks across image boundaries and round
+  // differently from main (measured gain only ~15 % of this layer's pass).
+  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(g.N, kWeightGradChunks));
   T* partial = scratch<T, 1>(chunks * KCRS);  // chunk ci: dW^T (CRS, K) at partial + ci*KCRS
-  if (one_product) {
-    const Im2colRows<T> a{&g, x};
-    const DyRowsT<T> b{&g, dy};
-    detail::gemm_cpu_rows_ab<T>(a.rows(), b.rows(), CRS, g.K, g.N * PQ, T(1), T(0), partial, g.K);
-  } else if (chunks == 1) {
+  if (chunks == 1) {
     images(0, g.N, partial);
   } else {
     for_image_chunks(g.N, chunks, [&](int64_t ci, int64_t n0, int64_t n1) {

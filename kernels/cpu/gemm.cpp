@@ -459,23 +459,6 @@ void gemm_cpu_rows_a(GemmRows<T> a_rows, bool trans_b, int64_t M, int64_t N, int
   run_packed(packed_variant(cpu_gemm_variant()), a, b, M, N, K, alpha, beta, C, ldc);
 }
 
-template <typename T>
-void gemm_cpu_rows_ab(GemmRows<T> a_rows, GemmRows<T> b_rows, int64_t M, int64_t N, int64_t K,
-                      T alpha, T beta, T* C, int64_t ldc) {
-  MN_CHECK(M >= 0 && N >= 0 && K >= 0 && a_rows.fill != nullptr && b_rows.fill != nullptr,
-           "gemm_cpu_rows_ab: bad arguments M=", M, " N=", N, " K=", K);
-  if (M == 0 || N == 0) return;
-  if (K == 0 || alpha == T(0)) return scale_c(M, N, beta, C, ldc);
-  Operand<T> a, b;
-  a.rows = a_rows;
-  b.rows = b_rows;
-  run_packed(packed_variant(cpu_gemm_variant()), a, b, M, N, K, alpha, beta, C, ldc);
-}
-
-template void gemm_cpu_rows_ab<float>(GemmRows<float>, GemmRows<float>, int64_t, int64_t, int64_t,
-                                      float, float, float*, int64_t);
-template void gemm_cpu_rows_ab<double>(GemmRows<double>, GemmRows<double>, int64_t, int64_t,
-                                       int64_t, double, double, double*, int64_t);
 template void gemm_cpu_rows_b<float>(bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
                                      GemmRows<float>, float, float*, int64_t);
 template void gemm_cpu_rows_b<double>(bool, int64_t, int64_t, int64_t, double, const double*,

@@ -74,9 +74,4 @@ template <typename T>
 void gemm_cpu_rows_a(GemmRows<T> a_rows, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha,
                      const T* B, int64_t ldb, T beta, T* C, int64_t ldc);
 
-// C (M, N) = alpha * A * B + beta * C with both A (M, K) and B (K, N) given row by row.
-template <typename T>
-void gemm_cpu_rows_ab(GemmRows<T> a_rows, GemmRows<T> b_rows, int64_t M, int64_t N, int64_t K,
-                      T alpha, T beta, T* C, int64_t ldc);
-
 }  // namespace mn::kernels::detail
