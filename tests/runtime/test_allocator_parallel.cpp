@@ -90,7 +90,9 @@ TEST(CpuAlloc, TensorsReuseCachedBlocks) {
 // least 512 MiB) unless MN_CPU_CACHE_MB says otherwise; in-use and peak bytes of
 // the cacheable blocks are tracked, and the report names the override.
 TEST(CpuAlloc, TracksPeakUseAndReportsIt) {
-  if (std::getenv("MN_CPU_CACHE_MB") == nullptr) EXPECT_GE(cpu_cache_limit(), size_t(512) << 20);
+  if (std::getenv("MN_CPU_CACHE_MB") == nullptr) {
+    EXPECT_GE(cpu_cache_limit(), size_t(512) << 20);
+  }
   const size_t saved = cpu_cache_limit();
   set_cpu_cache_limit(size_t(64) << 20);
   cpu_reset_peak_stats();
