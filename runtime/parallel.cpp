@@ -3,8 +3,8 @@
 // (from inside a chunk) run serially so they cannot deadlock the pool.
 //
 // Hand-off cost: a region used to take a mutex, a condition-variable wake-up and
-// a wait per region plus a lock per chunk, 30-70 us on this VM, more than many
-// kernels it parallelised (a loss at batch 150 x 128 took 20 us on one thread and
+// a wait per region plus a lock per chunk, more than many kernels it
+// parallelised (issue 20: a loss at batch 150 x 128 took 20 us on one thread and
 // 55-93 us on two). Now a region is published through an atomic generation
 // counter (a seqlock: odd while the job is being written); idle workers spin on
 // it for a short while (kSpinNs) before sleeping on a condition variable, so
