@@ -24,6 +24,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <limits>
@@ -37,6 +38,7 @@
 #include "kernels/gemm.h"
 #include "bench/bench_util.h"
 #include "kernels/gemm_config.h"
+#include "runtime/cpu_features.h"
 #include "runtime/device.h"
 #include "runtime/parallel.h"
 #include "runtime/tensor.h"
@@ -44,6 +46,8 @@
 #ifdef MN_HAVE_OPENBLAS
 #include <cblas.h>
 extern "C" void openblas_set_num_threads(int);
+extern "C" char* openblas_get_corename(void);
+extern "C" char* openblas_get_config(void);
 #endif
 #if defined(MN_WITH_CUDA) && defined(MN_HAVE_CUBLAS)
 #include <cublas_v2.h>
@@ -364,12 +368,23 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::AddCustomContext("cpu_model", cpu_model());
   benchmark::AddCustomContext("mn_threads", std::to_string(mn::num_threads()));
-  benchmark::AddCustomContext(
-      "cpu_gemm_kernel", mn::kernels::cpu_has_avx2_fma() ? "packed avx2+fma 6x16" : "packed portable");
+  const mn::CpuIsa isa = mn::cpu_isa();
+  benchmark::AddCustomContext("mn_cpu_isa", mn::cpu_isa_name(isa));
+  benchmark::AddCustomContext("cpu_gemm_kernel",
+                              isa == mn::CpuIsa::Avx512 ? "packed avx512 12x32"
+                              : isa == mn::CpuIsa::Avx2 ? "packed avx2+fma 6x16"
+                                                        : "packed portable");
   benchmark::AddCustomContext("gpu", mn::cuda_available() ? mn::device_name(mn::Device::cuda())
                                                           : std::string("none"));
 #ifdef MN_HAVE_OPENBLAS
   benchmark::AddCustomContext("cpu_reference", "OpenBLAS cblas_sgemm");
+  // The reference must use its best kernel: OPENBLAS_CORETYPE=Haswell (set in
+  // this environment) forces AVX2; run with `env -u OPENBLAS_CORETYPE -u
+  // OPENBLAS_L2_SIZE` (see bench/README.md). Record what OpenBLAS picked.
+  benchmark::AddCustomContext("openblas_core", openblas_get_corename());
+  benchmark::AddCustomContext("openblas_config", openblas_get_config());
+  const char* ct = std::getenv("OPENBLAS_CORETYPE");
+  benchmark::AddCustomContext("OPENBLAS_CORETYPE", ct ? ct : "(unset)");
 #endif
   register_all();
   RatioReporter reporter;

@@ -11,8 +11,9 @@
 //   BM_TrainStepGpuTf32/50  the same with kernels::set_allow_tf32(true): the
 //                        convolutions and the dense layer on TF32 tensor cores
 //                        (compare with koch_train_torch.py --device cuda --tf32).
-//   BM_TrainStepCpu/4    4 triplets (12 images) on the CPU with MN_NUM_THREADS
-//                        threads (2 on the shared machine), steady-clock manual time.
+//   BM_TrainStepCpu/4, /16, /50   4, 16 and 50 triplets on the CPU with MN_NUM_THREADS
+//                        threads (2 on the shared machine), steady-clock manual time;
+//                        also process CPU ms per step and the CPU block cache's peak.
 // Counters: images_per_s = 3B / mean time per iteration; best_images_per_s from
 // the fastest iteration (the shared 2-core machine is noisy; compare with the
 // reference's min_ms). GPU cases also report tflops (the convolutions' and the
@@ -29,10 +30,13 @@
 #include <cmath>
 #include <memory>
 
+#include <time.h>
+
 #include "kernels/gemm_config.h"
 #include "nn/losses/losses.h"
 #include "nn/models/koch.h"
 #include "nn/optim/optimizer.h"
+#include "runtime/allocator.h"
 #include "runtime/device.h"
 #include "runtime/parallel.h"
 #include "runtime/rng.h"
@@ -95,6 +99,12 @@ struct TrainStep {
   }
 };
 
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
 void BM_TrainStepCpu(benchmark::State& st) {
   const int64_t B = st.range(0);
   TrainStep ts(B, Device::cpu());
@@ -103,10 +113,15 @@ void BM_TrainStepCpu(benchmark::State& st) {
     st.SkipWithError(why.c_str());
     return;
   }
-  double total_s = 0, best_s = 1e30;
+  ts.step();  // warm-up: the CPU block cache reaches the step's working set
+  cpu_reset_peak_stats();
+  const CpuAllocatorStats a0 = cpu_allocator_stats();
+  double total_s = 0, best_s = 1e30, cpu_s = 0;
   for (auto _ : st) {
     auto t0 = std::chrono::steady_clock::now();
+    const double c0 = process_cpu_seconds();
     ts.step();
+    cpu_s += process_cpu_seconds() - c0;
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     st.SetIterationTime(s);
     total_s += s;
@@ -117,6 +132,14 @@ void BM_TrainStepCpu(benchmark::State& st) {
   st.counters["images_per_s"] = 3.0 * B * static_cast<double>(st.iterations()) / total_s;
   st.counters["best_images_per_s"] = 3.0 * B / best_s;  // fastest iteration: robust on a shared machine
   st.counters["threads"] = num_threads();
+  // Process CPU time per step (all threads, spinning included): less sensitive to
+  // other processes on a shared machine than the wall time.
+  st.counters["cpu_ms_per_step"] = 1e3 * cpu_s / static_cast<double>(st.iterations());
+  // The CPU block cache: peak bytes in blocks >= 1 MiB, and frees past the cache
+  // limit during the timed steps (0: nothing is returned and page-faulted again).
+  const CpuAllocatorStats a1 = cpu_allocator_stats();
+  st.counters["peak_block_mib"] = static_cast<double>(a1.peak_bytes_in_use >> 20);
+  st.counters["frees_past_limit"] = static_cast<double>(a1.returned_to_os - a0.returned_to_os);
   st.SetLabel("cpu, float32, global loss, Adam");
 }
 
@@ -208,6 +231,6 @@ void BM_TrainStepGpuTf32(benchmark::State& st) { train_step_gpu(st, true); }
 
 BENCHMARK(BM_TrainStepGpu)->Arg(50)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(2.0);
 BENCHMARK(BM_TrainStepGpuTf32)->Arg(50)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(2.0);
-BENCHMARK(BM_TrainStepCpu)->Arg(4)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(5.0);
+BENCHMARK(BM_TrainStepCpu)->Arg(4)->Arg(16)->Arg(50)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(5.0);
 
 BENCHMARK_MAIN();

@@ -7,7 +7,10 @@
 //                    MRxNR register-blocked micro-kernel the compiler auto-vectorises.
 //   3 PackedAvx2     same blocking, AVX2+FMA intrinsic micro-kernel (6x16 float,
 //                    6x8 double), chosen at run time when the CPU supports it.
-//   Auto (0)         3 when AVX2+FMA is present, else 2 (tiny problems use 1).
+//   4 PackedAvx512   same blocking, AVX-512 micro-kernel (12x32 float, 12x16 double),
+//                    compiled with per-file AVX-512 flags (kernels/cpu/gemm_avx512.cpp).
+//   Auto (0)         by cpu_isa() (runtime/cpu_features.h: CPUID, or MN_CPU_ISA):
+//                    avx512 -> 4, avx2 -> 3, scalar -> 2 (tiny problems use 1).
 // CUDA variants (kernels/cuda/gemm.cu):
 //   1 Naive          one thread per C element, the GPU oracle.
 //   2 Tiled          128x128x8 block tile, 8x8 register tile per thread,
@@ -16,11 +19,17 @@
 
 namespace mn::kernels {
 
-enum class CpuGemmVariant : int { Auto = 0, Reference = 1, PackedPortable = 2, PackedAvx2 = 3 };
+enum class CpuGemmVariant : int {
+  Auto = 0,
+  Reference = 1,
+  PackedPortable = 2,
+  PackedAvx2 = 3,
+  PackedAvx512 = 4
+};
 enum class CudaGemmVariant : int { Naive = 1, Tiled = 2, TensorCoreTF32 = 3 };
 
-// Process-wide selection (default Auto / Tiled). Selecting PackedAvx2 on a CPU
-// without AVX2+FMA throws.
+// Process-wide selection (default Auto / Tiled). Selecting PackedAvx2 or
+// PackedAvx512 on a CPU without that instruction set throws.
 void set_cpu_gemm_variant(CpuGemmVariant v);
 CpuGemmVariant cpu_gemm_variant();
 void set_cuda_gemm_variant(CudaGemmVariant v);
@@ -58,7 +67,9 @@ class Tf32Scope {
 void check_tf32_device(const char* op);
 #endif
 
-// Run-time CPU feature check (__builtin_cpu_supports("avx2") && ("fma")).
+// Run-time CPU feature checks (CPUID + OS register-state support; see
+// runtime/cpu_features.h, which also holds the MN_CPU_ISA override).
 bool cpu_has_avx2_fma();
+bool cpu_has_avx512();
 
 }  // namespace mn::kernels

@@ -18,18 +18,27 @@ namespace mn {
 // 64-byte aligned, never null (throws mn::Error on failure). cpu_free takes the
 // nbytes the block was allocated with. Blocks of at least 1 MiB are rounded up to
 // 64 KiB and, when freed, kept in a cache for the next request of the same rounded
-// size, up to MN_CPU_CACHE_MB megabytes in all (default 512; 0 turns the cache
-// off, e.g. for valgrind or AddressSanitizer to see use-after-free). Smaller
-// blocks go straight to the C library.
+// size, up to MN_CPU_CACHE_MB megabytes in all (default: a quarter of physical
+// memory, at least 512; 0 turns the cache off, e.g. for valgrind or
+// AddressSanitizer to see use-after-free). The cache holds only blocks that were
+// freed, so it grows to a training step's working set and no further; the peak
+// is reported by cpu_allocator_stats().str(). Smaller blocks go straight to the
+// C library.
 void* cpu_alloc(size_t nbytes);
 void cpu_free(void* p, size_t nbytes) noexcept;
 
 struct CpuAllocatorStats {
-  size_t bytes_cached = 0;     // held in the cache, ready for reuse
-  uint64_t requests = 0;       // allocations of cacheable size (>= 1 MiB)
-  uint64_t cache_hits = 0;     // of those, served from the cache
+  size_t bytes_cached = 0;       // held in the cache, ready for reuse
+  uint64_t requests = 0;         // allocations of cacheable size (>= 1 MiB)
+  uint64_t cache_hits = 0;       // of those, served from the cache
+  size_t bytes_in_use = 0;       // cacheable blocks handed out now
+  size_t peak_bytes_in_use = 0;  // maximum of bytes_in_use since the last reset
+  size_t peak_bytes_cached = 0;  // maximum of bytes_cached since the last reset
+  uint64_t returned_to_os = 0;   // frees that did not fit under the limit
+  std::string str() const;       // one line with every number, in MiB
 };
 CpuAllocatorStats cpu_allocator_stats();
+void cpu_reset_peak_stats();
 void cpu_empty_cache();                  // every cached block back to the C library
 size_t cpu_cache_limit();
 void set_cpu_cache_limit(size_t bytes);  // 0: no caching; a lower limit empties the cache

@@ -21,6 +21,7 @@ else on the CPU with torch.set_num_threads(--threads). Prints one JSON object.
 """
 import argparse
 import json
+import os
 import platform
 import time
 
@@ -98,7 +99,7 @@ def main():
     for _ in range(3):  # warm-up (cuDNN autotuning, allocator)
         step()
 
-    times = []
+    times, cpu_times = [], []
     t_end = time.perf_counter() + args.seconds
     if dev == "cuda":
         torch.cuda.synchronize()
@@ -111,9 +112,10 @@ def main():
             e1.synchronize()
             times.append(e0.elapsed_time(e1) / 1e3)
         else:
-            t0 = time.perf_counter()
+            c0, t0 = time.process_time(), time.perf_counter()
             step()
             times.append(time.perf_counter() - t0)
+            cpu_times.append(time.process_time() - c0)
     times.sort()
     median = times[len(times) // 2]
     mean = sum(times) / len(times)
@@ -131,6 +133,10 @@ def main():
         "mean_ms": round(mean * 1e3, 3),
         "min_ms": round(times[0] * 1e3, 3),
         "images_per_s": round(3 * batch / median, 2),
+        # process CPU time per step (all threads): comparable with bench_train_step's
+        # cpu_ms_per_step, less sensitive to other processes on a shared machine
+        "cpu_ms_per_step": round(1e3 * sum(cpu_times) / len(cpu_times), 3) if cpu_times else None,
+        "GLIBC_TUNABLES": os.environ.get("GLIBC_TUNABLES", "(unset)"),
     }))
 
 

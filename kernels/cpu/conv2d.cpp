@@ -1,9 +1,23 @@
 // CPU conv2d: the direct loop nest (Conv2dAlgo::Direct, the oracle) and the fast
-// path (Conv2dAlgo::Gemm): im2col of one image into a (C*R*S, P*Q) column matrix,
-// then one gemm_cpu per image:
-//   forward          Y_n (K, PQ)   = W (K, CRS) * col_n (CRS, PQ)
-//   backward-data    col (CRS, PQ) = W^T * dY_n, then col2im (scatter-add) into dX_n
-//   backward-weight  dW (K, CRS)  += dY_n (K, PQ) * col_n^T
+// path (Conv2dAlgo::Gemm), one GEMM per image over the (C*R*S, P*Q) column
+// matrix col_n of im2col:
+//   forward          Y_n (K, PQ)    = W (K, CRS) * col_n (CRS, PQ)
+//   backward-data    col (CRS, PQ)  = W^T * dY_n, then col2im (scatter-add) into dX_n
+//   backward-weight  dW^T (CRS, K) += col_n (CRS, PQ) * dY_n^T, transposed into dW
+//                    once at the end
+// Forward and backward-weight never materialise col_n: the GEMM packs its panels
+// straight from the image through a row source (implicit GEMM,
+// detail::gemm_cpu_rows_*), which saves writing and re-reading a C*R*S*P*Q
+// buffer per image (22 MB for Koch's 7x7 layer, far beyond L2). Backward-weight
+// computes dW^T so that col_n is the A operand (rows contiguous in PQ) instead
+// of a transposed B operand, whose packing gathered one element per cache line.
+// Both give the same sums in the same order as the im2col version (products
+// commute; alpha = beta = 1 write-backs round once in either kernel), so the
+// results are bit-identical to it. Outputs under 64 positions (P*Q < kSmallPQ)
+// run forward and backward-data as one product over all images (see
+// batch_images). Backward-data keeps the materialised col and
+// col2im: its implicit form (a full correlation of dY with the flipped kernel)
+// needs ~30 % more multiply-adds at these shapes (zero padding).
 // Images are spread over the thread pool in contiguous chunks (one column buffer
 // per thread; the GEMM inside then runs serially because parallel_for does not
 // nest). With a single image the GEMM itself is parallel instead. Backward-weight
@@ -16,6 +30,7 @@
 
 #include "kernels/conv2d.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_internal.h"
 #include "runtime/parallel.h"
 
 namespace mn::kernels {
@@ -30,44 +45,90 @@ inline void valid_range(int64_t off, int64_t stride, int64_t limit, int64_t Q, i
   lo = std::min(lo, hi);
 }
 
-// x: (C, H, W) of one image -> col: (C*R*S, P*Q).
+// im2col as a row source, never materialised: elements [j0, j0+n) of row
+// (c, r, s) of the (C*R*S, N*P*Q) column matrix of the images x, image after
+// image (column j is output position j % PQ of image j / PQ) into dst.
 template <typename T>
-void im2col(const Conv2dGeom& g, const T* x, T* col) {
-  const int64_t PQ = g.P * g.Q;
-  for (int64_t c = 0; c < g.C; ++c)
-    for (int64_t r = 0; r < g.R; ++r)
-      for (int64_t s = 0; s < g.S; ++s) {
-        T* dst = col + ((c * g.R + r) * g.S + s) * PQ;
-        const int64_t woff = s * g.dw - g.pw;
-        int64_t q0, q1;
-        valid_range(woff, g.sw, g.W, g.Q, q0, q1);
-        for (int64_t p = 0; p < g.P; ++p) {
-          T* d = dst + p * g.Q;
-          const int64_t h = p * g.sh - g.ph + r * g.dh;
-          if (h < 0 || h >= g.H) {
-            std::fill(d, d + g.Q, T(0));
-            continue;
-          }
-          const T* src = x + (c * g.H + h) * g.W + woff;
-          std::fill(d, d + q0, T(0));
-          if (g.sw == 1) {
-            std::memcpy(d + q0, src + q0, sizeof(T) * (q1 - q0));
-          } else {
-            for (int64_t q = q0; q < q1; ++q) d[q] = src[q * g.sw];
-          }
-          std::fill(d + q1, d + g.Q, T(0));
-        }
-      }
-}
+struct Im2colRows {
+  const Conv2dGeom* g;
+  const T* x;  // (N, C, H, W), from the first image of the product
 
-// col: (C*R*S, P*Q) -> dx: (C, H, W), accumulated (dx must be zeroed first).
+  // Positions [pos, pos+n) of one image (all within its P*Q).
+  static void fill_image(const Conv2dGeom& g, const T* x, int64_t row, int64_t pos, int64_t n,
+                         T* dst) {
+    const int64_t s = row % g.S, r = (row / g.S) % g.R, c = row / (g.S * g.R);
+    const int64_t woff = s * g.dw - g.pw;
+    int64_t q0, q1;
+    valid_range(woff, g.sw, g.W, g.Q, q0, q1);
+    int64_t p = pos / g.Q, q = pos % g.Q;
+    while (n > 0) {
+      const int64_t len = std::min(n, g.Q - q), qe = q + len;  // [q, qe) of output row p
+      const int64_t h = p * g.sh - g.ph + r * g.dh;
+      if (h < 0 || h >= g.H) {
+        std::fill(dst, dst + len, T(0));
+      } else {
+        const T* src = x + (c * g.H + h) * g.W + woff;
+        const int64_t a = std::clamp(q0, q, qe), b = std::clamp(q1, a, qe);
+        std::fill(dst, dst + (a - q), T(0));
+        if (g.sw == 1) {
+          std::memcpy(dst + (a - q), src + a, sizeof(T) * (b - a));
+        } else {
+          for (int64_t i = a; i < b; ++i) dst[i - q] = src[i * g.sw];
+        }
+        std::fill(dst + (b - q), dst + len, T(0));
+      }
+      dst += len;
+      n -= len;
+      ++p;
+      q = 0;
+    }
+  }
+
+  static void fill(const void* ctx, int64_t row, int64_t j0, int64_t n, T* dst) {
+    const Im2colRows& self = *static_cast<const Im2colRows*>(ctx);
+    const Conv2dGeom& g = *self.g;
+    const int64_t PQ = g.P * g.Q, CHW = g.C * g.H * g.W;
+    while (n > 0) {
+      const int64_t img = j0 / PQ, pos = j0 % PQ, len = std::min(n, PQ - pos);
+      fill_image(g, self.x + img * CHW, row, pos, len, dst);
+      dst += len, j0 += len, n -= len;
+    }
+  }
+  detail::GemmRows<T> rows() const { return {&Im2colRows::fill, this}; }
+};
+
+// dY (N, K, P*Q) read as the (K, N*P*Q) matrix, images side by side.
 template <typename T>
-void col2im(const Conv2dGeom& g, const T* col, T* dx) {
-  const int64_t PQ = g.P * g.Q;
+struct DyRows {
+  const Conv2dGeom* g;
+  const T* dy;
+  static void fill(const void* ctx, int64_t k, int64_t j0, int64_t n, T* dst) {
+    const DyRows& self = *static_cast<const DyRows*>(ctx);
+    const int64_t PQ = self.g->P * self.g->Q, K = self.g->K;
+    while (n > 0) {
+      const int64_t img = j0 / PQ, pos = j0 % PQ, len = std::min(n, PQ - pos);
+      std::memcpy(dst, self.dy + (img * K + k) * PQ + pos, sizeof(T) * len);
+      dst += len, j0 += len, n -= len;
+    }
+  }
+  detail::GemmRows<T> rows() const { return {&DyRows::fill, this}; }
+};
+
+// Small outputs (Koch's last layer: 6 x 6) are better as one product over all
+// images in forward and backward-data: per image, P*Q < 64 fills fewer than
+// four 16-wide slivers (padding waste). One product is parallel inside the GEMM;
+// every element is still summed over C*R*S (or K) in the same order, so the
+// results are unchanged and independent of the thread count.
+constexpr int64_t kSmallPQ = 64;
+inline bool batch_images(const Conv2dGeom& g) { return g.P * g.Q < kSmallPQ; }
+
+// col: (C*R*S, P*Q), rows ld apart -> dx: (C, H, W), accumulated (dx must be zeroed first).
+template <typename T>
+void col2im(const Conv2dGeom& g, const T* col, int64_t ld, T* dx) {
   for (int64_t c = 0; c < g.C; ++c)
     for (int64_t r = 0; r < g.R; ++r)
       for (int64_t s = 0; s < g.S; ++s) {
-        const T* src = col + ((c * g.R + r) * g.S + s) * PQ;
+        const T* src = col + ((c * g.R + r) * g.S + s) * ld;
         const int64_t woff = s * g.dw - g.pw;
         int64_t q0, q1;
         valid_range(woff, g.sw, g.W, g.Q, q0, q1);
@@ -87,8 +148,8 @@ inline bool is_pointwise(const Conv2dGeom& g) {
 }
 
 // Per-thread scratch, reused across calls (grows, never shrinks). Slot 0 holds
-// im2col columns; slot 1 backward-weight's per-chunk partial sums (the calling
-// thread also fills columns while it owns the partials).
+// backward-data's columns; slot 1 backward-weight's per-chunk partial sums;
+// slot 2 the batched forward's (K, N*P*Q) product.
 template <typename T, int Slot = 0>
 T* scratch(int64_t n) {
   thread_local std::vector<T> buf;
@@ -206,15 +267,30 @@ void conv2d_forward_cpu(const Conv2dGeom& g, const T* x, const T* w, const T* b,
   if (algo == Conv2dAlgo::Direct) return forward_direct(g, x, w, b, y);
   const int64_t PQ = g.P * g.Q, CRS = g.C * g.R * g.S, CHW = g.C * g.H * g.W;
   const bool pw = is_pointwise(g);
+  if (!pw && batch_images(g)) {  // Y_all (K, N*PQ) = W * col_all, then (N, K, PQ) + bias
+    const int64_t NPQ = g.N * PQ;
+    T* yall = scratch<T, 2>(g.K * NPQ);
+    const Im2colRows<T> src{&g, x};
+    detail::gemm_cpu_rows_b<T>(false, g.K, NPQ, CRS, T(1), w, CRS, src.rows(), T(0), yall, NPQ);
+    parallel_for(0, g.N * g.K, std::max<int64_t>(1, 4096 / PQ), [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t n = i / g.K, k = i % g.K;
+        const T* s = yall + k * NPQ + n * PQ;
+        T* d = y + i * PQ;
+        const T bk = b ? b[k] : T(0);
+        for (int64_t j = 0; j < PQ; ++j) d[j] = b ? s[j] + bk : s[j];
+      }
+    });
+    return;
+  }
   auto one_image = [&](int64_t n) {
-    const T* col = x + n * CHW;
-    if (!pw) {
-      T* buf = scratch<T>(CRS * PQ);
-      im2col(g, x + n * CHW, buf);
-      col = buf;
-    }
     T* yn = y + n * g.K * PQ;
-    gemm_cpu<T>(false, false, g.K, PQ, CRS, T(1), w, CRS, col, PQ, T(0), yn, PQ);
+    if (pw) {
+      gemm_cpu<T>(false, false, g.K, PQ, CRS, T(1), w, CRS, x + n * CHW, PQ, T(0), yn, PQ);
+    } else {
+      const Im2colRows<T> src{&g, x + n * CHW};
+      detail::gemm_cpu_rows_b<T>(false, g.K, PQ, CRS, T(1), w, CRS, src.rows(), T(0), yn, PQ);
+    }
     if (b)
       for (int64_t k = 0; k < g.K; ++k) {
         T* row = yn + k * PQ;
@@ -231,6 +307,20 @@ void conv2d_backward_data_cpu(const Conv2dGeom& g, const T* dy, const T* w, T* d
   if (algo == Conv2dAlgo::Direct) return backward_data_direct(g, dy, w, dx);
   const int64_t PQ = g.P * g.Q, CRS = g.C * g.R * g.S, CHW = g.C * g.H * g.W;
   const bool pw = is_pointwise(g);
+  if (!pw && batch_images(g)) {  // col_all (CRS, N*PQ) = W^T * dY_all, col2im per image
+    const int64_t NPQ = g.N * PQ;
+    T* col = scratch<T>(CRS * NPQ);
+    const DyRows<T> src{&g, dy};
+    detail::gemm_cpu_rows_b<T>(true, CRS, NPQ, g.K, T(1), w, CRS, src.rows(), T(0), col, NPQ);
+    parallel_for(0, g.N, 1, [&](int64_t n0, int64_t n1) {
+      for (int64_t n = n0; n < n1; ++n) {
+        T* dxn = dx + n * CHW;
+        std::fill(dxn, dxn + CHW, T(0));
+        col2im(g, col + n * PQ, NPQ, dxn);
+      }
+    });
+    return;
+  }
   auto one_image = [&](int64_t n) {
     T* dxn = dx + n * CHW;
     const T* dyn = dy + n * g.K * PQ;
@@ -241,7 +331,7 @@ void conv2d_backward_data_cpu(const Conv2dGeom& g, const T* dy, const T* w, T* d
     T* col = scratch<T>(CRS * PQ);
     gemm_cpu<T>(true, false, CRS, PQ, g.K, T(1), w, CRS, dyn, PQ, T(0), col, PQ);
     std::fill(dxn, dxn + CHW, T(0));
-    col2im(g, col, dxn);
+    col2im(g, col, PQ, dxn);
   };
   for_each_image(g.N, one_image);
 }
@@ -253,37 +343,49 @@ void conv2d_backward_weight_cpu(const Conv2dGeom& g, const T* x, const T* dy, T*
   const int64_t PQ = g.P * g.Q, CRS = g.C * g.R * g.S, CHW = g.C * g.H * g.W;
   const int64_t KCRS = g.K * CRS;
   const bool pw = is_pointwise(g);
-  // Accumulates images [n0, n1) into out (overwritten by the first image).
+  // Accumulates dW^T (CRS, K) of images [n0, n1) into out (overwritten by the first image).
   auto images = [&](int64_t n0, int64_t n1, T* out) {
     if (n0 == n1) {
       std::fill(out, out + KCRS, T(0));
       return;
     }
     for (int64_t n = n0; n < n1; ++n) {
-      const T* col = x + n * CHW;
-      if (!pw) {
-        T* buf = scratch<T>(CRS * PQ);
-        im2col(g, x + n * CHW, buf);
-        col = buf;
+      const T* dyn = dy + n * g.K * PQ;
+      const T beta = n == n0 ? T(0) : T(1);
+      if (pw) {
+        gemm_cpu<T>(false, true, CRS, g.K, PQ, T(1), x + n * CHW, PQ, dyn, PQ, beta, out, g.K);
+      } else {
+        const Im2colRows<T> src{&g, x + n * CHW};
+        detail::gemm_cpu_rows_a<T>(src.rows(), true, CRS, g.K, PQ, T(1), dyn, PQ, beta, out, g.K);
       }
-      gemm_cpu<T>(false, true, g.K, CRS, PQ, T(1), dy + n * g.K * PQ, PQ, col, PQ,
-                  n == n0 ? T(0) : T(1), out, CRS);
     }
   };
   // Thread-count independent: the chunks do not depend on num_threads() (with one
-  // thread they simply run one after another).
-  const int64_t chunks = std::min<int64_t>(g.N, kWeightGradChunks);
-  if (chunks <= 1) return images(0, g.N, dw);
-  T* partial = scratch<T, 1>((chunks - 1) * KCRS);
-  for_image_chunks(g.N, chunks, [&](int64_t ci, int64_t n0, int64_t n1) {
-    images(n0, n1, ci == 0 ? dw : partial + (ci - 1) * KCRS);
-  });
-  // dw += partial[0] + partial[1] + ..., in chunk order for every element.
-  parallel_for(0, KCRS, 16384, [&](int64_t i0, int64_t i1) {
-    for (int64_t ci = 1; ci < chunks; ++ci) {
-      const T* src = partial + (ci - 1) * KCRS;
-      for (int64_t i = i0; i < i1; ++i) dw[i] += src[i];
-    }
+  // thread they simply run one after another). Unlike forward and backward-data,
+  // small outputs keep the per-image products: one product over all images would
+  // split its depth N*P*Q into KC blocks across image boundaries and round
+  // differently from main (measured gain only ~15 % of this layer's pass).
+  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(g.N, kWeightGradChunks));
+  T* partial = scratch<T, 1>(chunks * KCRS);  // chunk ci: dW^T (CRS, K) at partial + ci*KCRS
+  if (chunks == 1) {
+    images(0, g.N, partial);
+  } else {
+    for_image_chunks(g.N, chunks, [&](int64_t ci, int64_t n0, int64_t n1) {
+      images(n0, n1, partial + ci * KCRS);
+    });
+  }
+  // partial[0] += partial[1] + partial[2] + ..., in chunk order for every element,
+  // then dw (K, CRS) = partial[0]^T.
+  if (chunks > 1)
+    parallel_for(0, KCRS, 16384, [&](int64_t i0, int64_t i1) {
+      for (int64_t ci = 1; ci < chunks; ++ci) {
+        const T* src = partial + ci * KCRS;
+        for (int64_t i = i0; i < i1; ++i) partial[i] += src[i];
+      }
+    });
+  parallel_for(0, g.K, std::max<int64_t>(1, 16384 / CRS), [&](int64_t k0, int64_t k1) {
+    for (int64_t k = k0; k < k1; ++k)
+      for (int64_t i = 0; i < CRS; ++i) dw[k * CRS + i] = partial[i * g.K + k];
   });
 }
 

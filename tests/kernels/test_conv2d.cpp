@@ -5,12 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
 #include "autograd/gradcheck.h"
 #include "autograd/ops_conv.h"
 #include "kernels/conv2d.h"
+#include "runtime/cpu_features.h"
 #include "runtime/parallel.h"
 #include "tests/common/test_util.h"
 
@@ -162,32 +164,81 @@ TEST(Conv2dKernel, GemmBackwardMatchesDirectFloat32) {
   }
 }
 
+// The implicit-GEMM path (im2col rows packed straight from the input, dW^T as
+// col * dY^T) against the direct loops on every instruction-set path this CPU
+// supports (MN_CPU_ISA / set_cpu_isa), with C*R*S = 400 > KC = 256 so that the
+// GEMM's depth blocking and the row source's row wrap-around are exercised.
+TEST(Conv2dKernel, GemmPathMatchesDirectOnEveryIsa) {
+  struct IsaCase {
+    Shape x, w;
+    Conv2dParams p;
+  };
+  const std::vector<IsaCase> cases = {{{3, 16, 19, 17}, {7, 16, 5, 5}, params(1, 1, 2, 1)},
+                                      {{2, 16, 23, 21}, {9, 16, 5, 5}, params(2, 1, 0, 3, 2, 1)},
+                                      // P*Q = 30 < 64: one product over all images
+                                      {{4, 20, 8, 9}, {6, 20, 4, 4}, params(1, 1, 0, 0)}};
+  for (CpuIsa isa : {CpuIsa::Scalar, CpuIsa::Avx2, CpuIsa::Avx512}) {
+    if (!cpu_isa_supported(isa)) {
+      std::printf("[  NOTE    ] %s path not supported by this CPU: not tested here\n",
+                  cpu_isa_name(isa));
+      continue;
+    }
+    CpuIsaScope scope(isa);
+    for (DType dt : {DType::F64, DType::F32}) {
+      // float64: sums of <= ~2000 products in [-1, 1], rounding ~1e-13: 1e-10.
+      // float32: the same sums, rounding up to ~sqrt(2000) * 6e-8 * 500 = 1.4e-3
+      // (a wrong or missing term is ~0.25): 5e-3 absolute + relative.
+      const double tol = dt == DType::F64 ? 1e-10 : 5e-3;
+      for (const IsaCase& c : cases) {
+        SCOPED_TRACE(std::string(cpu_isa_name(isa)) + (dt == DType::F64 ? " f64 x " : " f32 x ") +
+                     shape_str(c.x) + " w " + shape_str(c.w));
+        Conv2dParams pd = c.p, pg = c.p;
+        pd.algo = Conv2dAlgo::Direct, pg.algo = Conv2dAlgo::Gemm;
+        Tensor x = test::rand(c.x, -1, 1, dt, Device::cpu(), 30);
+        Tensor w = test::rand(c.w, -1, 1, dt, Device::cpu(), 31);
+        Tensor b = test::rand({c.w[0]}, -1, 1, dt, Device::cpu(), 32);
+        Tensor y = kernels::conv2d_forward(x, w, b, pd);
+        EXPECT_TRUE(test::all_close(y, kernels::conv2d_forward(x, w, b, pg), tol, tol));
+        Tensor dy = test::rand(y.shape(), -1, 1, dt, Device::cpu(), 33);
+        EXPECT_TRUE(test::all_close(kernels::conv2d_backward_data(dy, w, c.x, pd),
+                                    kernels::conv2d_backward_data(dy, w, c.x, pg), tol, tol));
+        EXPECT_TRUE(test::all_close(kernels::conv2d_backward_weight(dy, x, c.w, pd),
+                                    kernels::conv2d_backward_weight(dy, x, c.w, pg), tol, tol));
+      }
+    }
+  }
+}
+
 // The CPU passes give bit-identical results for any thread count (backward-weight
 // sums its image chunks in a fixed order over fixed chunks): 1, 2, 3 and 5
 // threads, batch 23 (chunks of unequal size), float32 where rounding shows.
+// Two shapes: P*Q = 60 (one product over all images) and 180 (per image).
 TEST(Conv2dKernel, CpuResultsIndependentOfThreadCount) {
-  const int saved = num_threads();
-  const Shape xs{23, 3, 13, 11}, ws{5, 3, 3, 4};
-  Conv2dParams p;
-  p.stride_h = 2, p.pad_w = 1;
-  Tensor x = test::rand(xs, -1, 1, DType::F32, Device::cpu(), 20);
-  Tensor w = test::rand(ws, -1, 1, DType::F32, Device::cpu(), 21);
-  std::vector<float> y1, dx1, dw1;
-  for (int threads : {1, 2, 3, 5}) {
-    set_num_threads(threads);
-    Tensor y = kernels::conv2d_forward(x, w, Tensor(), p);
-    Tensor dy = test::rand(y.shape(), -1, 1, DType::F32, Device::cpu(), 22);
-    std::vector<float> yv = y.to_vector<float>(), dxv = kernels::conv2d_backward_data(dy, w, xs, p).to_vector<float>(),
-                       dwv = kernels::conv2d_backward_weight(dy, x, ws, p).to_vector<float>();
-    if (threads == 1) {
-      y1 = yv, dx1 = dxv, dw1 = dwv;
-      continue;
+  for (const Shape& xs : {Shape{23, 3, 13, 11}, Shape{19, 3, 33, 11}}) {
+    const int saved = num_threads();
+    const Shape ws{5, 3, 3, 4};
+    Conv2dParams p;
+    p.stride_h = 2, p.pad_w = 1;
+    Tensor x = test::rand(xs, -1, 1, DType::F32, Device::cpu(), 20);
+    Tensor w = test::rand(ws, -1, 1, DType::F32, Device::cpu(), 21);
+    std::vector<float> y1, dx1, dw1;
+    for (int threads : {1, 2, 3, 5}) {
+      set_num_threads(threads);
+      Tensor y = kernels::conv2d_forward(x, w, Tensor(), p);
+      Tensor dy = test::rand(y.shape(), -1, 1, DType::F32, Device::cpu(), 22);
+      std::vector<float> yv = y.to_vector<float>(),
+                         dxv = kernels::conv2d_backward_data(dy, w, xs, p).to_vector<float>(),
+                         dwv = kernels::conv2d_backward_weight(dy, x, ws, p).to_vector<float>();
+      if (threads == 1) {
+        y1 = yv, dx1 = dxv, dw1 = dwv;
+        continue;
+      }
+      EXPECT_EQ(yv, y1) << threads << " threads: forward, x " << shape_str(xs);
+      EXPECT_EQ(dxv, dx1) << threads << " threads: backward-data";
+      EXPECT_EQ(dwv, dw1) << threads << " threads: backward-weight";
     }
-    EXPECT_EQ(yv, y1) << threads << " threads: forward";
-    EXPECT_EQ(dxv, dx1) << threads << " threads: backward-data";
-    EXPECT_EQ(dwv, dw1) << threads << " threads: backward-weight";
+    set_num_threads(saved);
   }
-  set_num_threads(saved);
 }
 
 // ---- gradcheck through the tape --------------------------------------------------

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <random>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "kernels/cuda/gemm.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_config.h"
+#include "runtime/cpu_features.h"
 #include "runtime/parallel.h"
 #include "tests/common/test_util.h"
 
@@ -130,7 +132,9 @@ class GemmCpuVariant : public ::testing::TestWithParam<CpuGemmVariant> {
  protected:
   void SetUp() override {
     if (GetParam() == CpuGemmVariant::PackedAvx2 && !cpu_has_avx2_fma())
-      GTEST_SKIP() << "CPU lacks AVX2/FMA";
+      GTEST_SKIP() << "CPU lacks AVX2/FMA: the avx2 path is not tested on this machine";
+    if (GetParam() == CpuGemmVariant::PackedAvx512 && !cpu_has_avx512())
+      GTEST_SKIP() << "CPU lacks AVX-512 F/BW/VL/DQ: the avx512 path is not tested on this machine";
     saved_ = cpu_gemm_variant();
     set_cpu_gemm_variant(GetParam());
   }
@@ -171,15 +175,77 @@ TEST_P(GemmCpuVariant, CrossesPanelBoundaries) {
 INSTANTIATE_TEST_SUITE_P(Variants, GemmCpuVariant,
                          ::testing::Values(CpuGemmVariant::Auto, CpuGemmVariant::Reference,
                                            CpuGemmVariant::PackedPortable,
-                                           CpuGemmVariant::PackedAvx2),
+                                           CpuGemmVariant::PackedAvx2,
+                                           CpuGemmVariant::PackedAvx512),
                          [](const auto& info) {
                            switch (info.param) {
                              case CpuGemmVariant::Auto: return std::string("Auto");
                              case CpuGemmVariant::Reference: return std::string("Reference");
                              case CpuGemmVariant::PackedPortable: return std::string("Portable");
-                             default: return std::string("Avx2");
+                             case CpuGemmVariant::PackedAvx2: return std::string("Avx2");
+                             default: return std::string("Avx512");
                            }
                          });
+
+// Auto follows the instruction-set path (MN_CPU_ISA / set_cpu_isa): each path this
+// CPU supports gives correct results through the public entry point.
+TEST(GemmCpu, EveryIsaPathThroughAuto) {
+  for (CpuIsa isa : {CpuIsa::Scalar, CpuIsa::Avx2, CpuIsa::Avx512}) {
+    if (!cpu_isa_supported(isa)) {
+      std::printf("[  NOTE    ] %s path not supported by this CPU: not tested here\n",
+                  cpu_isa_name(isa));
+      continue;
+    }
+    SCOPED_TRACE(cpu_isa_name(isa));
+    CpuIsaScope scope(isa);
+    uint64_t seed = 70;
+    for (const Problem& p : odd_problems()) run_cpu_case<float>(p, seed += 3);
+    run_cpu_case<double>(Problem{true, false, 37, 45, 300, 1, 1.0, 0.5}, 71);
+  }
+}
+
+// avx2 and avx512 sum each element in the same order: products whose sizes are
+// whole tiles of both paths and K <= KC must agree bit for bit.
+TEST(GemmCpu, Avx2AndAvx512AgreeBitForBit) {
+  if (!cpu_has_avx512()) GTEST_SKIP() << "CPU lacks AVX-512: nothing to compare on this machine";
+  const int64_t M = 48, N = 64, K = 200;
+  auto A = random_vec<float>(M * K, 81), B = random_vec<float>(K * N, 82);
+  std::vector<float> c2(M * N), c5(M * N);
+  {
+    CpuIsaScope s(CpuIsa::Avx2);
+    gemm_cpu<float>(false, false, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, c2.data(), N);
+  }
+  {
+    CpuIsaScope s(CpuIsa::Avx512);
+    gemm_cpu<float>(false, false, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, c5.data(), N);
+  }
+  for (int64_t i = 0; i < M * N; ++i) ASSERT_EQ(c2[i], c5[i]) << "element " << i;
+}
+
+TEST(CpuIsa, ParseAndUnsupportedAreErrors) {
+  EXPECT_EQ(parse_cpu_isa("scalar"), CpuIsa::Scalar);
+  EXPECT_EQ(parse_cpu_isa("AVX2"), CpuIsa::Avx2);
+  EXPECT_EQ(parse_cpu_isa("avx512"), CpuIsa::Avx512);
+  EXPECT_THROW(parse_cpu_isa("sse9"), Error);
+  EXPECT_THROW(parse_cpu_isa(""), Error);
+  EXPECT_TRUE(cpu_isa_supported(CpuIsa::Scalar));
+  EXPECT_TRUE(cpu_isa_supported(cpu_isa_best()));
+  EXPECT_EQ(cpu_has_avx2_fma(), cpu_isa_supported(CpuIsa::Avx2));
+  EXPECT_EQ(cpu_has_avx512(), cpu_isa_supported(CpuIsa::Avx512));
+  for (CpuIsa isa : {CpuIsa::Avx2, CpuIsa::Avx512})
+    if (!cpu_isa_supported(isa)) {
+      EXPECT_THROW(set_cpu_isa(isa), Error);
+      EXPECT_THROW(set_cpu_gemm_variant(isa == CpuIsa::Avx2 ? CpuGemmVariant::PackedAvx2
+                                                             : CpuGemmVariant::PackedAvx512),
+                   Error);
+    }
+  const CpuIsa before = cpu_isa();
+  {
+    CpuIsaScope s(CpuIsa::Scalar);
+    EXPECT_EQ(cpu_isa(), CpuIsa::Scalar);
+  }
+  EXPECT_EQ(cpu_isa(), before);
+}
 
 // Results must not depend on the thread count (odd counts split tasks unevenly).
 TEST(GemmCpu, ThreadCountsAgree) {

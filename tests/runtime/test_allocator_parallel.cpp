@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <stdexcept>
+#include <thread>
 #include <cstring>
 #include <numeric>
 
@@ -82,6 +86,38 @@ TEST(CpuAlloc, TensorsReuseCachedBlocks) {
   set_cpu_cache_limit(saved);
 }
 
+// The default limit is sized to the machine (a quarter of physical memory, at
+// least 512 MiB) unless MN_CPU_CACHE_MB says otherwise; in-use and peak bytes of
+// the cacheable blocks are tracked, and the report names the override.
+TEST(CpuAlloc, TracksPeakUseAndReportsIt) {
+  if (std::getenv("MN_CPU_CACHE_MB") == nullptr) {
+    EXPECT_GE(cpu_cache_limit(), size_t(512) << 20);
+  }
+  const size_t saved = cpu_cache_limit();
+  set_cpu_cache_limit(size_t(64) << 20);
+  cpu_reset_peak_stats();
+  const CpuAllocatorStats s0 = cpu_allocator_stats();
+  const size_t n = size_t(3) << 20;
+  void* a = cpu_alloc(n);
+  void* b = cpu_alloc(n);
+  const CpuAllocatorStats s1 = cpu_allocator_stats();
+  EXPECT_EQ(s1.bytes_in_use, s0.bytes_in_use + 2 * n);
+  EXPECT_GE(s1.peak_bytes_in_use, s0.bytes_in_use + 2 * n);
+  cpu_free(a, n);
+  cpu_free(b, n);
+  const CpuAllocatorStats s2 = cpu_allocator_stats();
+  EXPECT_EQ(s2.bytes_in_use, s0.bytes_in_use);
+  EXPECT_EQ(s2.peak_bytes_in_use, s1.peak_bytes_in_use);
+  EXPECT_GE(s2.peak_bytes_cached, 2 * n);
+  EXPECT_NE(s2.str().find("MN_CPU_CACHE_MB"), std::string::npos) << s2.str();
+  // Over the limit: the block goes back to the C library and is counted.
+  set_cpu_cache_limit(0);
+  void* c = cpu_alloc(n);
+  cpu_free(c, n);
+  EXPECT_EQ(cpu_allocator_stats().returned_to_os, s2.returned_to_os + 1);
+  set_cpu_cache_limit(saved);
+}
+
 TEST(Parallel, CoversRangeExactlyOnce) {
   for (int threads : {1, 2, 3}) {
     set_num_threads(threads);
@@ -124,6 +160,25 @@ TEST(Parallel, BackToBackRegionsRunEachChunkOnceAndFinish) {
     });
     ASSERT_EQ(running.load(), 0) << "iteration " << it;
     for (auto& h : hits) ASSERT_EQ(h.load(), 1) << "iteration " << it;
+  }
+  set_num_threads(2);
+}
+
+// Exceptions in consecutive regions, and a region after a pause long enough for
+// the workers to stop spinning and sleep: every region still completes.
+TEST(Parallel, ExceptionsAndSleepingWorkers) {
+  set_num_threads(3);
+  for (int it = 0; it < 200; ++it) {
+    EXPECT_THROW(parallel_for(0, 12, 1, [&](int64_t b, int64_t) {
+                   if (b == it % 12) throw std::runtime_error("boom");
+                 }),
+                 std::runtime_error);
+  }
+  for (int round = 0; round < 3; ++round) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // workers fall asleep
+    std::atomic<int64_t> sum{0};
+    parallel_for(0, 1000, 10, [&](int64_t b, int64_t e) { sum += e - b; });
+    EXPECT_EQ(sum.load(), 1000);
   }
   set_num_threads(2);
 }
