@@ -1,0 +1,217 @@
+// Summaries, tables, JSON and the figure of the pair-selection study; see report.h.
+#include "experiments/pair_selection/report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iomanip>
+#include <sstream>
+
+#include "experiments/common/flags.h"
+#include "runtime/error.h"
+
+namespace mn::pairsel {
+
+std::vector<Curve> summarise(const std::vector<RunResult>& runs) {
+  std::vector<Curve> out;
+  for (int mi = 0; mi < kNumMethods; ++mi) {
+    std::vector<const RunResult*> rs;
+    for (const auto& r : runs)
+      if (static_cast<int>(r.method) == mi) rs.push_back(&r);
+    if (rs.empty()) continue;
+    std::sort(rs.begin(), rs.end(), [](auto* a, auto* b) { return a->fold < b->fold; });
+    Curve c;
+    c.method = static_cast<Method>(mi);
+    const size_t E = rs[0]->points.size(), F = rs.size();
+    for (size_t e = 0; e < E; ++e) {
+      c.epochs.push_back(rs[0]->points[e].epoch);
+      std::vector<double> acc;
+      double nm = 0.0, ab = 0.0;
+      for (const RunResult* r : rs) {
+        MN_CHECK(r->points.size() == E && r->points[e].epoch == c.epochs.back(),
+                 "pair_selection: summary", method_label(c.method), " fold ", r->fold,
+                 " has different evaluation epochs");
+        acc.push_back(100.0 * r->points[e].vote.accuracy);
+        nm += 100.0 * r->points[e].vote.nearest_accuracy;
+        ab += 100.0 * r->points[e].vote.abstain_share;
+      }
+      double m = 0.0, ss = 0.0;
+      for (double a : acc) m += a;
+      m /= F;
+      for (double a : acc) ss += (a - m) * (a - m);
+      c.mean.push_back(m);
+      c.sd.push_back(F > 1 ? std::sqrt(ss / (F - 1)) : 0.0);
+      c.nearest_mean.push_back(nm / F);
+      c.abstain_mean.push_back(ab / F);
+      c.per_fold.push_back(acc);
+    }
+    for (const RunResult* r : rs) c.seconds += r->seconds;
+    out.push_back(std::move(c));
+  }
+  if (!out.empty() && out[0].method == Method::Base) {
+    const Curve& base = out[0];
+    for (Curve& c : out) {
+      MN_CHECK(c.epochs == base.epochs && c.per_fold[0].size() == base.per_fold[0].size(),
+               "pair_selection: summary", method_label(c.method),
+               " has other folds or epochs than BASE");
+      if (c.method == Method::Base || base.per_fold[0].size() < 2) continue;
+      for (size_t e = 0; e < c.epochs.size(); ++e)
+        c.vs_base.push_back(paired_t_test(c.per_fold[e], base.per_fold[e]));
+    }
+  }
+  return out;
+}
+
+const std::vector<PaperRow>& paper_table_mnist() {
+  // Martin et al. 2018, Table 2, MNIST; columns BASE, BASE*, DynE, DynE*, DynEE, DynEE*.
+  static const std::vector<PaperRow> rows = {
+      {25, {57.50, 29.19, 61.05, 27.04, 67.00, 29.37}, {false, false, false, false, false, false}},
+      {50, {68.24, 52.96, 75.16, 59.24, 81.93, 69.09}, {false, false, false, false, true, false}},
+      {75, {72.03, 63.47, 80.76, 72.78, 86.78, 83.12}, {false, false, false, false, true, false}},
+      {100, {75.51, 70.74, 84.53, 82.21, 90.05, 88.92}, {false, false, false, false, true, false}}};
+  return rows;
+}
+
+namespace {
+std::string fmt(double v, int prec = 2) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(prec) << v;
+  return s.str();
+}
+int index_of_epoch(const Curve& c, int epoch) {
+  for (size_t i = 0; i < c.epochs.size(); ++i)
+    if (c.epochs[i] == epoch) return static_cast<int>(i);
+  return -1;
+}
+bool significant(const Curve& c, int e, double alpha) {
+  return !c.vs_base.empty() && c.vs_base[e].p_greater < alpha;
+}
+}  // namespace
+
+std::string results_markdown(const std::vector<Curve>& curves, double alpha,
+                             const std::string& header) {
+  std::ostringstream md;
+  md << header << "\n";
+  md << "## Table 2, MNIST rows: ours (paper)\n\n"
+     << "Test classification accuracy (%) by the prototype vote (Eqs. 4-5; a query with no "
+     << "prototype within M counts as wrong), mean over folds. `*` = one-tailed paired t-test "
+     << "against BASE at the same epoch, p < " << alpha << " (ours, over our folds; the "
+     << "paper's marks as printed).\n\n| Training | epoch |";
+  for (const Curve& c : curves) md << " " << method_label(c.method) << " |";
+  md << "\n|---|---|";
+  for (size_t i = 0; i < curves.size(); ++i) md << "---|";
+  md << "\n";
+  const int total = curves.empty() || curves[0].epochs.empty() ? 0 : curves[0].epochs.back();
+  for (const PaperRow& row : paper_table_mnist()) {
+    // The paper's 25/50/75/100 % rows, scaled to our epoch count.
+    const int epoch = total * row.epoch / 100;
+    md << "| " << row.epoch << " % | " << epoch << " |";
+    for (const Curve& c : curves) {
+      const int e = index_of_epoch(c, epoch);
+      const int mi = static_cast<int>(c.method);
+      md << " ";
+      if (e >= 0) md << fmt(c.mean[e]) << (significant(c, e, alpha) ? "*" : "");
+      else md << "-";
+      md << " (" << fmt(row.acc[mi]) << (row.significant[mi] ? "*" : "") << ") |";
+    }
+    md << "\n";
+  }
+  md << "\n## Every evaluation: mean ± sd over folds (%); p = one-tailed paired t-test vs BASE "
+        "(greater)\n\n| epoch |";
+  for (const Curve& c : curves) md << " " << method_label(c.method) << " |";
+  md << "\n|---|";
+  for (size_t i = 0; i < curves.size(); ++i) md << "---|";
+  md << "\n";
+  for (size_t e = 0; !curves.empty() && e < curves[0].epochs.size(); ++e) {
+    md << "| " << curves[0].epochs[e] << " |";
+    for (const Curve& c : curves) {
+      md << " " << fmt(c.mean[e]) << " ± " << fmt(c.sd[e]);
+      if (!c.vs_base.empty()) md << " (p " << fmt(c.vs_base[e].p_greater, 3) << ")";
+      md << " |";
+    }
+    md << "\n";
+  }
+  md << "\n## Nearest prototype without the margin rule, and abstentions, at the last epoch\n\n"
+        "| method | vote accuracy % | nearest-prototype accuracy % | queries with no prototype "
+        "within M % | training time (s, summed over folds) |\n|---|---|---|---|---|\n";
+  for (const Curve& c : curves) {
+    const size_t e = c.epochs.size() - 1;
+    md << "| " << method_label(c.method) << " | " << fmt(c.mean[e]) << " | "
+       << fmt(c.nearest_mean[e]) << " | " << fmt(c.abstain_mean[e]) << " | " << fmt(c.seconds, 1)
+       << " |\n";
+  }
+  return md.str();
+}
+
+std::string results_json(const std::vector<Curve>& curves, double alpha,
+                         const std::string& config_json) {
+  std::ostringstream j;
+  j << "{\"config\": " << config_json << ", \"alpha\": " << exp::json_number(alpha)
+    << ", \"methods\": [";
+  auto arr = [&](const std::vector<double>& v) {
+    j << "[";
+    for (size_t i = 0; i < v.size(); ++i) j << (i ? ", " : "") << exp::json_number(v[i]);
+    j << "]";
+  };
+  for (size_t m = 0; m < curves.size(); ++m) {
+    const Curve& c = curves[m];
+    j << (m ? ", " : "") << "{\"method\": \"" << method_label(c.method) << "\", \"epochs\": [";
+    for (size_t i = 0; i < c.epochs.size(); ++i) j << (i ? ", " : "") << c.epochs[i];
+    j << "], \"mean\": ";
+    arr(c.mean);
+    j << ", \"sd\": ";
+    arr(c.sd);
+    j << ", \"nearest_mean\": ";
+    arr(c.nearest_mean);
+    j << ", \"abstain_mean\": ";
+    arr(c.abstain_mean);
+    j << ", \"per_fold\": [";
+    for (size_t e = 0; e < c.per_fold.size(); ++e) {
+      j << (e ? ", " : "");
+      arr(c.per_fold[e]);
+    }
+    j << "], \"t_vs_base\": [";
+    for (size_t e = 0; e < c.vs_base.size(); ++e)
+      j << (e ? ", " : "") << "{\"t\": " << exp::json_number(c.vs_base[e].t)
+        << ", \"p_greater\": " << exp::json_number(c.vs_base[e].p_greater)
+        << ", \"p_less\": " << exp::json_number(c.vs_base[e].p_less) << "}";
+    j << "], \"seconds\": " << exp::json_number(c.seconds) << "}";
+  }
+  j << "]}\n";
+  return j.str();
+}
+
+bool plot_figure(const std::string& png_path, const std::vector<Curve>& curves) {
+  const std::string dat = png_path + ".dat", gp = png_path + ".gp";
+  {
+    std::ofstream d(dat);
+    for (const Curve& c : curves) {
+      d << "# " << method_label(c.method) << ": epoch mean sd\n";
+      for (size_t i = 0; i < c.epochs.size(); ++i)
+        d << c.epochs[i] << " " << c.mean[i] << " " << c.sd[i] << "\n";
+      d << "\n\n";
+    }
+  }
+  std::ostringstream g;
+  g << "set terminal pngcairo size 960,600 noenhanced\nset output '" << png_path << "'\n"
+    << "set title 'Informed pair selection, MNIST (1 % budget): test accuracy, mean over folds, "
+       "band = +-1 sd'\nset xlabel 'training epochs'\nset ylabel 'classification accuracy (%)'\n"
+    << "set grid\nset key outside below horizontal\nset xrange [0:*]\nset style fill "
+       "transparent solid 0.15 noborder\nplot ";
+  for (size_t s = 0; s < curves.size(); ++s) {
+    const std::string lc = "lc " + std::to_string(s + 1);
+    g << (s ? ", " : "") << "'" << dat << "' index " << s << " using 1:($2-$3):($2+$3) with "
+      << "filledcurves " << lc << " notitle, '" << dat << "' index " << s
+      << " using 1:2 with linespoints " << lc << " dt " << (method_ordered(curves[s].method) ? 2 : 1)
+      << " title '" << method_label(curves[s].method) << "'";
+  }
+  g << "\n";
+  exp::write_file_atomic(gp, g.str());
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) return false;
+  const std::string cmd = "gnuplot '" + gp + "' 2>/dev/null";
+  return std::system(cmd.c_str()) == 0;
+}
+
+}  // namespace mn::pairsel
