@@ -51,7 +51,7 @@ void BM_PairSelectionEpochCpu(benchmark::State& state) {
     };
     const std::vector<float> w0 = net.weight(0);
     shuffle();
-    const double loss0 = net.train_epoch(x.data(), pairs);
+    const double loss0 = net.train_epoch(x.data(), n, pairs);
     if (!std::isfinite(loss0)) return state.SkipWithError("non-finite loss");
     if (net.weight(0) == w0) return state.SkipWithError("the SGD steps did not change the weights");
     double best = 1e30, total = 0.0;
@@ -59,7 +59,7 @@ void BM_PairSelectionEpochCpu(benchmark::State& state) {
     for (auto _ : state) {
       shuffle();
       const auto t0 = std::chrono::steady_clock::now();
-      benchmark::DoNotOptimize(net.train_epoch(x.data(), pairs));
+      benchmark::DoNotOptimize(net.train_epoch(x.data(), n, pairs));
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       state.SetIterationTime(s);
       best = std::min(best, s);

@@ -111,7 +111,7 @@ RunResult run_fold(Method method, int fold, const StudyConfig& cfg, const Exampl
     }
     epoch_pairs = pairs;
     if (!method_ordered(method)) shuffle_pairs(epoch_pairs, shuffle_rng);
-    const double loss = net.train_epoch(train.x.data(), epoch_pairs);
+    const double loss = net.train_epoch(train.x.data(), n, epoch_pairs);
     if ((epoch + 1) % cfg.eval_every == 0) {
       net.embed(test.x.data(), test.size(), test_emb.data());
       net.embed(centroids.data(), train.classes, proto_emb.data());

@@ -223,10 +223,14 @@ TEST(PairSelection, PairedTTestMatchesStudentsSleepData) {
   EXPECT_THROW(paired_t_test({1.0}, {2.0}), Error);
 }
 
-TEST(PairSelection, FusedMlpGradientsMatchAutogradWithContrastiveLoss) {
+class PairSelectionMlp : public ::testing::TestWithParam<bool> {};
+
+TEST_P(PairSelectionMlp, FusedGradientsMatchAutogradWithContrastiveLoss) {
   // A small net (6 -> 5 -> 4, margin 2 so impostor pairs are inside the
   // margin), dropout off; gradients of every weight and bias against the tape
-  // through nn::contrastive_loss (Hadsell form, mean) in float32.
+  // through nn::contrastive_loss (Hadsell form, mean) in float32. With the
+  // parameter, 2 of 3 inputs are zero so the first layer takes the sparse path.
+  const bool sparse = GetParam();
   MlpConfig cfg;
   cfg.input = 6;
   cfg.hidden = {5, 4};
@@ -236,8 +240,13 @@ TEST(PairSelection, FusedMlpGradientsMatchAutogradWithContrastiveLoss) {
   const int64_t nb = 4, in = 6;
   std::vector<float> left(nb * in), right(nb * in);
   Generator g(11, 0);
-  for (float& v : left) v = static_cast<float>(g.next_uniform());
-  for (float& v : right) v = static_cast<float>(g.next_uniform());
+  int64_t zeros = 0;
+  for (auto* xs : {&left, &right})
+    for (size_t i = 0; i < xs->size(); ++i) {
+      (*xs)[i] = sparse && i % 3 != 0 ? 0.0f : static_cast<float>(0.1 + g.next_uniform());
+      zeros += (*xs)[i] == 0.0f;
+    }
+  EXPECT_EQ(zeros, sparse ? 32 : 0);
   const uint8_t imp[nb] = {0, 1, 1, 0};
   const double loss = net.forward_backward(left.data(), right.data(), imp, nb, false);
 
@@ -279,6 +288,8 @@ TEST(PairSelection, FusedMlpGradientsMatchAutogradWithContrastiveLoss) {
       EXPECT_NEAR(net.bias_grad(l)[i], gb[i], 1e-5 + 1e-4 * std::abs(gb[i])) << l << " " << i;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(DenseAndSparseInputs, PairSelectionMlp, ::testing::Bool());
 
 namespace {
 // Three separable clusters in 8-d: class c lights up inputs 2c, 2c+1, plus noise.
