@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <iomanip>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "experiments/common/flags.h"
@@ -61,6 +63,74 @@ std::vector<Curve> summarise(const std::vector<RunResult>& runs) {
         c.vs_base.push_back(paired_t_test(c.per_fold[e], base.per_fold[e]));
     }
   }
+  return out;
+}
+
+namespace {
+// The value after `"key": ` in one of the driver's JSON lines (flat objects of
+// numbers and plain strings); throws naming the file when it is missing.
+std::string json_field(const std::string& line, const std::string& key, const std::string& path) {
+  const std::string tag = "\"" + key + "\": ";
+  const size_t p = line.find(tag);
+  MN_CHECK(p != std::string::npos, "pair_selection: --summarise", path, ": a line has no \"", key,
+           "\"");
+  size_t b = p + tag.size(), e;
+  if (line[b] == '"') {
+    e = line.find('"', ++b);
+  } else {
+    e = line.find_first_of(",}", b);
+  }
+  MN_CHECK(e != std::string::npos, "pair_selection: --summarise", path, ": malformed \"", key, "\"");
+  return line.substr(b, e - b);
+}
+}  // namespace
+
+std::vector<RunResult> read_runs_jsonl(const std::string& path, int* dropped) {
+  std::ifstream in(path);
+  MN_CHECK(in.good(), "pair_selection: --summarise", "cannot open '", path, "'");
+  std::map<std::pair<int, int>, RunResult> runs;  // (method, fold)
+  size_t max_points = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    const std::string label = json_field(line, "method", path);
+    int m = -1;
+    for (int k = 0; k < kNumMethods; ++k)
+      if (label == method_label(static_cast<Method>(k))) m = k;
+    MN_CHECK(m >= 0, "pair_selection: --summarise", path, ": unknown method '", label, "'");
+    const int fold = std::stoi(json_field(line, "fold", path));
+    RunResult& r = runs[{m, fold}];
+    r.method = static_cast<Method>(m);
+    r.fold = fold;
+    EvalPoint pt;
+    pt.epoch = std::stoi(json_field(line, "epoch", path));
+    pt.vote.accuracy = std::stod(json_field(line, "accuracy", path));
+    pt.vote.nearest_accuracy = std::stod(json_field(line, "nearest_accuracy", path));
+    pt.vote.abstain_share = std::stod(json_field(line, "abstain_share", path));
+    pt.train_loss = std::stod(json_field(line, "train_loss", path));
+    pt.genuine_pairs = std::stoll(json_field(line, "genuine_pairs", path));
+    if (line.find("\"seconds\": ") != std::string::npos)
+      r.seconds = std::stod(json_field(line, "seconds", path));
+    r.points.push_back(pt);
+    max_points = std::max(max_points, r.points.size());
+  }
+  std::set<int> methods, folds, incomplete;
+  for (const auto& [key, r] : runs) {
+    methods.insert(key.first);
+    folds.insert(key.second);
+  }
+  for (int fold : folds)
+    for (int m : methods) {
+      auto it = runs.find({m, fold});
+      if (it == runs.end() || it->second.points.size() != max_points) incomplete.insert(fold);
+    }
+  std::vector<RunResult> out;
+  for (auto& [key, r] : runs) {
+    if (incomplete.count(key.second)) continue;
+    std::sort(r.points.begin(), r.points.end(),
+              [](const EvalPoint& a, const EvalPoint& b) { return a.epoch < b.epoch; });
+    out.push_back(std::move(r));
+  }
+  if (dropped) *dropped = static_cast<int>(incomplete.size());
   return out;
 }
 

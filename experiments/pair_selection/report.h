@@ -25,6 +25,12 @@ struct Curve {
 // must have the same folds and epochs (throws otherwise).
 std::vector<Curve> summarise(const std::vector<RunResult>& runs);
 
+// Runs back from a runs.jsonl written by the driver (one line per method x
+// fold x evaluation). Only folds with every evaluation of every method that
+// occurs are kept (an interrupted study is summarised over its complete
+// folds); `dropped` receives the number of incomplete folds left out.
+std::vector<RunResult> read_runs_jsonl(const std::string& path, int* dropped = nullptr);
+
 // The study's Table 2, MNIST rows (accuracy %, epochs 25/50/75/100), for the
 // six methods in Method order; `significant` marks the source's asterisks.
 struct PaperRow {

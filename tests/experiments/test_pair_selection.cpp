@@ -375,6 +375,21 @@ TEST(PairSelection, DriverSmokeRunOnMnist) {
   int lines = 0;
   for (std::string l; std::getline(jl, l);) ++lines;
   EXPECT_EQ(lines, 24);
+  // --summarise rebuilds the outputs from runs.jsonl alone, without training.
+  const auto out2 = out.string() + "_summary";
+  ASSERT_EQ(std::system(("'" + bin + "' --summarise '" + (out / "runs.jsonl").string() +
+                         "' --out-dir '" + out2 + "' > /dev/null 2>&1").c_str()), 0);
+  std::ifstream md2(out2 + "/results.md");
+  std::stringstream ss2;
+  ss2 << md2.rdbuf();
+  EXPECT_NE(ss2.str().find("12 runs over 2 complete folds"), std::string::npos) << ss2.str();
+  // The tables (from Table 2 to the timing section) agree with the run's own.
+  auto tables = [](const std::string& m) {
+    const size_t b = m.find("## Table 2"), e = m.find("## Nearest");
+    return b == std::string::npos || e == std::string::npos ? std::string() : m.substr(b, e - b);
+  };
+  EXPECT_FALSE(tables(ss.str()).empty());
+  EXPECT_EQ(tables(ss2.str()), tables(ss.str()));
   // A bad flag is one clean line and a non-zero status.
   EXPECT_NE(std::system(("'" + bin + "' --method nope > /dev/null 2>&1").c_str()), 0);
 }

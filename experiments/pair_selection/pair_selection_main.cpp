@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <iostream>
 #include <mutex>
+#include <set>
 #include <sstream>
 
 #include "data/idx.h"
@@ -54,6 +55,8 @@ void declare(exp::Flags& f) {
   f.add_string("data-dir", "", "MNIST IDX folder (default: $MN_DATA_DIR, ./datasets or ../shared/datasets, subfolder mnist)");
   f.add_string("out-dir", "runs/pair_selection", "output folder");
   f.add_string("config", "", "key = value file with the same keys as the flags");
+  f.add_string("summarise", "", "no training: rewrite results.md, results.json and figure2.png in "
+               "--out-dir from this runs.jsonl (an interrupted study: its complete folds)");
 }
 
 Examples to_examples(const data::ImageDataset& ds, const std::vector<int64_t>& idx) {
@@ -79,7 +82,36 @@ std::string mnist_dir(const std::string& flag) {
   return d;
 }
 
+void write_outputs(const exp::Flags& f, const std::vector<RunResult>& runs,
+                   const std::string& header) {
+  const std::string out = f.str("out-dir");
+  const auto curves = summarise(runs);
+  exp::write_file_atomic(out + "/results.md", results_markdown(curves, f.f64("alpha"), header));
+  exp::write_file_atomic(out + "/results.json", results_json(curves, f.f64("alpha"), f.to_json()));
+  const bool plotted = plot_figure(out + "/figure2.png", curves);
+  std::printf("pair_selection: %s/results.md%s\n", out.c_str(),
+              plotted ? ", figure2.png" : " (gnuplot missing: figure2.png.gp left)");
+}
+
+int summarise_only(const exp::Flags& f) {
+  int dropped = 0;
+  const auto runs = read_runs_jsonl(f.str("summarise"), &dropped);
+  MN_CHECK(!runs.empty(), "pair_selection: --summarise", f.str("summarise"),
+           " holds no complete fold");
+  std::set<int> folds;
+  for (const auto& r : runs) folds.insert(r.fold);
+  fs::create_directories(f.str("out-dir"));
+  std::ostringstream header;
+  header << "# Informed pair selection on MNIST: results\n\nSummarised from " << f.str("summarise")
+         << ": " << runs.size() << " runs over " << folds.size() << " complete folds";
+  if (dropped) header << " (" << dropped << " incomplete folds left out)";
+  header << ".\n";
+  write_outputs(f, runs, header.str());
+  return 0;
+}
+
 int run(const exp::Flags& f) {
+  if (!f.str("summarise").empty()) return summarise_only(f);
   StudyConfig cfg;
   cfg.epochs = static_cast<int>(f.i64("epochs"));
   cfg.cycle = static_cast<int>(f.i64("cycle"));
@@ -154,7 +186,8 @@ int run(const exp::Flags& f) {
                       .num("nearest_accuracy", p.vote.nearest_accuracy)
                       .num("abstain_share", p.vote.abstain_share)
                       .num("train_loss", p.train_loss)
-                      .integer("genuine_pairs", p.genuine_pairs));
+                      .integer("genuine_pairs", p.genuine_pairs)
+                      .num("seconds", r.seconds));
       ++done;
       const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       std::printf("[%zu/%zu] %-6s fold %d: %.2f %% at epoch %d (%.1f s); elapsed %s, ETA %s\n", done,
@@ -169,16 +202,12 @@ int run(const exp::Flags& f) {
   });
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-  const auto curves = summarise(results);
   std::ostringstream header;
   header << "# Informed pair selection on MNIST: results\n\nWall time " << exp::format_duration(total)
          << " (" << static_cast<long long>(total) << " s) for " << jobs.size() << " runs on "
          << threads << " threads.\n";
-  exp::write_file_atomic(out + "/results.md", results_markdown(curves, f.f64("alpha"), header.str()));
-  exp::write_file_atomic(out + "/results.json", results_json(curves, f.f64("alpha"), f.to_json()));
-  const bool plotted = plot_figure(out + "/figure2.png", curves);
-  std::printf("pair_selection: done in %s; %s/results.md%s\n", exp::format_duration(total).c_str(),
-              out.c_str(), plotted ? ", figure2.png" : " (gnuplot missing: figure2.png.gp left)");
+  write_outputs(f, results, header.str());
+  std::printf("pair_selection: done in %s\n", exp::format_duration(total).c_str());
   return 0;
 }
 
