@@ -1,4 +1,4 @@
-// safetensors reader/writer (with a small JSON parser for the header) and the
+// safetensors reader/writer (nlohmann-json for the header) and the
 // checkpoint save/load of module + optimizer state (nn/checkpoint.h).
 #include "nn/checkpoint.h"
 
@@ -18,6 +18,8 @@
 #include <set>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/error.h"
 
 namespace mn::nn {
@@ -34,208 +36,15 @@ bool host_is_little_endian() {
 }
 
 // ---- JSON ------------------------------------------------------------------------
+// The header is read and written with nlohmann-json (Debian nlohmann-json3-dev);
+// ordered_json keeps "__metadata__" first and the tensors in file order, so the
+// header bytes are exactly the ones the spec example shows.
+using Json = nlohmann::ordered_json;
 
-void json_escape(std::ostringstream& os, const std::string& s) {
-  os << '"';
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': os << "\\\""; break;
-      case '\\': os << "\\\\"; break;
-      case '\n': os << "\\n"; break;
-      case '\r': os << "\\r"; break;
-      case '\t': os << "\\t"; break;
-      case '\b': os << "\\b"; break;
-      case '\f': os << "\\f"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          os << buf;
-        } else {
-          os << static_cast<char>(c);
-        }
-    }
-  }
-  os << '"';
-}
-
-// Just enough JSON for a safetensors header: objects, arrays, strings,
-// integers (other numbers, true/false/null are parsed and kept as text).
-struct JsonValue {
-  enum Kind { Null, Bool, Number, String, Array, Object } kind = Null;
-  std::string text;  // String: the decoded string; Number/Bool: the literal
-  std::vector<JsonValue> items;                           // Array
-  std::vector<std::pair<std::string, JsonValue>> fields;  // Object, in file order
-};
-
-class JsonParser {
- public:
-  JsonParser(const std::string& s, const std::string& file) : s_(s), file_(file) {}
-
-  JsonValue parse_document() {
-    JsonValue v = value(0);
-    ws();
-    if (i_ != s_.size()) fail("trailing characters after the JSON header");
-    return v;
-  }
-
- private:
-  [[noreturn]] void fail(const std::string& what) {
-    MN_THROW("read_safetensors: '", file_, "': bad JSON header at byte ", i_, ": ", what);
-  }
-  void ws() {
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r'))
-      ++i_;
-  }
-  char peek() {
-    ws();
-    if (i_ >= s_.size()) fail("unexpected end");
-    return s_[i_];
-  }
-  void expect(char c) {
-    if (peek() != c) fail(std::string("expected '") + c + "'");
-    ++i_;
-  }
-  JsonValue value(int depth) {
-    if (depth > 64) fail("nesting too deep");
-    const char c = peek();
-    JsonValue v;
-    if (c == '{') {
-      v.kind = JsonValue::Object;
-      ++i_;
-      if (peek() == '}') {
-        ++i_;
-        return v;
-      }
-      for (;;) {
-        if (peek() != '"') fail("expected a string key");
-        std::string k = string();
-        expect(':');
-        v.fields.emplace_back(std::move(k), value(depth + 1));
-        const char d = peek();
-        ++i_;
-        if (d == '}') break;
-        if (d != ',') fail("expected ',' or '}'");
-      }
-    } else if (c == '[') {
-      v.kind = JsonValue::Array;
-      ++i_;
-      if (peek() == ']') {
-        ++i_;
-        return v;
-      }
-      for (;;) {
-        v.items.push_back(value(depth + 1));
-        const char d = peek();
-        ++i_;
-        if (d == ']') break;
-        if (d != ',') fail("expected ',' or ']'");
-      }
-    } else if (c == '"') {
-      v.kind = JsonValue::String;
-      v.text = string();
-    } else if (c == '-' || (c >= '0' && c <= '9')) {
-      v.kind = JsonValue::Number;
-      const size_t b = i_;
-      if (s_[i_] == '-') ++i_;
-      while (i_ < s_.size() && (std::isdigit(static_cast<unsigned char>(s_[i_])) || s_[i_] == '.' ||
-                                s_[i_] == 'e' || s_[i_] == 'E' || s_[i_] == '+' || s_[i_] == '-'))
-        ++i_;
-      v.text = s_.substr(b, i_ - b);
-    } else if (s_.compare(i_, 4, "true") == 0 || s_.compare(i_, 4, "null") == 0) {
-      v.kind = s_[i_] == 't' ? JsonValue::Bool : JsonValue::Null;
-      v.text = s_.substr(i_, 4);
-      i_ += 4;
-    } else if (s_.compare(i_, 5, "false") == 0) {
-      v.kind = JsonValue::Bool;
-      v.text = "false";
-      i_ += 5;
-    } else {
-      fail(std::string("unexpected character '") + c + "'");
-    }
-    return v;
-  }
-  static void put_utf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xC0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xE0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-  }
-  uint32_t hex4() {
-    if (i_ + 4 > s_.size()) fail("short \\u escape");
-    uint32_t cp = 0;
-    for (int k = 0; k < 4; ++k) {
-      const char h = s_[i_++];
-      cp <<= 4;
-      if (h >= '0' && h <= '9') cp |= h - '0';
-      else if (h >= 'a' && h <= 'f') cp |= h - 'a' + 10;
-      else if (h >= 'A' && h <= 'F') cp |= h - 'A' + 10;
-      else fail("bad \\u escape");
-    }
-    return cp;
-  }
-  std::string string() {
-    expect('"');
-    std::string out;
-    for (;;) {
-      if (i_ >= s_.size()) fail("unterminated string");
-      const char c = s_[i_++];
-      if (c == '"') break;
-      if (static_cast<unsigned char>(c) < 0x20) fail("control character in string");
-      if (c != '\\') {
-        out += c;
-        continue;
-      }
-      if (i_ >= s_.size()) fail("unterminated escape");
-      const char e = s_[i_++];
-      switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': {
-          uint32_t cp = hex4();
-          if (cp >= 0xD800 && cp < 0xDC00 && i_ + 6 <= s_.size() && s_[i_] == '\\' &&
-              s_[i_ + 1] == 'u') {
-            i_ += 2;
-            const uint32_t lo = hex4();
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-          }
-          put_utf8(out, cp);
-          break;
-        }
-        default: fail(std::string("bad escape '\\") + e + "'");
-      }
-    }
-    return out;
-  }
-
-  const std::string& s_;
-  const std::string& file_;
-  size_t i_ = 0;
-};
-
-uint64_t json_uint(const JsonValue& v, const std::string& file, const std::string& what) {
-  MN_CHECK(v.kind == JsonValue::Number && !v.text.empty() && v.text[0] != '-' &&
-               v.text.find_first_not_of("0123456789") == std::string::npos && v.text.size() <= 19,
-           "read_safetensors: '", file, "': ", what, " must be a non-negative integer, got '",
-           v.text, "'");
-  return std::stoull(v.text);
+uint64_t json_uint(const Json& v, const std::string& file, const std::string& what) {
+  MN_CHECK(v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0), "read_safetensors: '",
+           file, "': ", what, " must be a non-negative integer, got ", v.dump());
+  return v.get<uint64_t>();
 }
 
 // ---- file helpers ----------------------------------------------------------------------
@@ -300,38 +109,32 @@ void write_safetensors(const std::string& path, const NamedTensors& tensors,
     MN_CHECK(sorted[i].second.defined(), "write_safetensors: '", path, "': tensor '",
              sorted[i].first, "' is undefined");
   }
-  std::ostringstream js;
-  js << '{';
-  bool first = true;
+  Json js = Json::object();
   if (!metadata.empty()) {
-    js << "\"__metadata__\":{";
-    bool f2 = true;
-    for (const auto& [k, v] : metadata) {
-      if (!f2) js << ',';
-      f2 = false;
-      json_escape(js, k);
-      js << ':';
-      json_escape(js, v);
-    }
-    js << '}';
-    first = false;
+    Json m = Json::object();
+    for (const auto& [k, v] : metadata) m[k] = v;
+    js["__metadata__"] = std::move(m);
   }
   uint64_t offset = 0;
   std::vector<Tensor> host;  // contiguous CPU copies, in file order
   host.reserve(sorted.size());
   for (const auto& [name, t] : sorted) {
     Tensor h = t.contiguous().cpu();  // explicit, counted device-to-host copy when on a GPU
-    if (!first) js << ',';
-    first = false;
-    json_escape(js, name);
-    js << ":{\"dtype\":\"" << safetensors_dtype(h.dtype()) << "\",\"shape\":[";
-    for (int64_t d = 0; d < h.dim(); ++d) js << (d ? "," : "") << h.size(d);
-    js << "],\"data_offsets\":[" << offset << ',' << offset + h.nbytes() << "]}";
+    Json e = Json::object();
+    e["dtype"] = safetensors_dtype(h.dtype());
+    e["shape"] = Json::array();
+    for (int64_t d = 0; d < h.dim(); ++d) e["shape"].push_back(h.size(d));
+    e["data_offsets"] = Json::array({offset, offset + h.nbytes()});
+    js[name] = std::move(e);
     offset += h.nbytes();
     host.push_back(std::move(h));
   }
-  js << '}';
-  std::string header = js.str();
+  std::string header;
+  try {
+    header = js.dump();
+  } catch (const nlohmann::json::exception& e) {
+    MN_THROW("write_safetensors: '", path, "': a tensor name or metadata value is not valid UTF-8 (", e.what(), ")");
+  }
   header.append((8 - header.size() % 8) % 8, ' ');  // 8 + N is a multiple of 8
   uint8_t len[8];
   const uint64_t n = header.size();
@@ -375,9 +178,16 @@ void write_safetensors(const std::string& path, const NamedTensors& tensors,
 
 // ---- read --------------------------------------------------------------------------------
 
-SafetensorsFile read_safetensors(const std::string& path) {
+namespace {
+// Opens `path`, checks it is a regular file, reads and parses the JSON header.
+// Returns the header; `in`, `n` (header length) and `data_size` describe the rest.
+Json read_header(const std::string& path, std::ifstream& in, uint64_t& n, uint64_t& data_size) {
   MN_CHECK(host_is_little_endian(), "read_safetensors: big-endian hosts are not supported");
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  struct stat st;
+  MN_CHECK(::stat(path.c_str(), &st) == 0, "read_safetensors: cannot open '", path, "': ", std::strerror(errno));
+  // A directory opens as a stream on Linux and reads garbage as the header length.
+  MN_CHECK(S_ISREG(st.st_mode), "read_safetensors: '", path, "' is not a regular file (a directory?)");
+  in.open(path, std::ios::binary | std::ios::ate);
   MN_CHECK(in.good(), "read_safetensors: cannot open '", path, "': ", std::strerror(errno));
   const std::streamoff size = in.tellg();
   in.seekg(0);
@@ -385,7 +195,8 @@ SafetensorsFile read_safetensors(const std::string& path) {
            " bytes, too short for the 8-byte header length (truncated?)");
   uint8_t len[8];
   in.read(reinterpret_cast<char*>(len), 8);
-  uint64_t n = 0;
+  MN_CHECK(in.good(), "read_safetensors: '", path, "': reading the header length failed");
+  n = 0;
   for (int b = 0; b < 8; ++b) n |= static_cast<uint64_t>(len[b]) << (8 * b);
   const uint64_t avail = static_cast<uint64_t>(size) - 8;
   MN_CHECK(n <= avail, "read_safetensors: '", path, "' declares a ", n,
@@ -395,12 +206,40 @@ SafetensorsFile read_safetensors(const std::string& path) {
   std::string header(static_cast<size_t>(n), '\0');
   in.read(header.data(), static_cast<std::streamsize>(n));
   MN_CHECK(in.good(), "read_safetensors: '", path, "': reading the header failed");
-  const uint64_t data_size = avail - n;
+  data_size = avail - n;
+  Json root;
+  try {
+    root = Json::parse(header);
+  } catch (const nlohmann::json::exception& e) {
+    MN_THROW("read_safetensors: '", path, "': bad JSON header: ", e.what());
+  }
+  MN_CHECK(root.is_object(), "read_safetensors: '", path, "': the header is not a JSON object");
+  return root;
+}
 
-  JsonParser parser(header, path);
-  const JsonValue root = parser.parse_document();
-  MN_CHECK(root.kind == JsonValue::Object, "read_safetensors: '", path,
-           "': the header is not a JSON object");
+Metadata parse_metadata(const Json& v, const std::string& path) {
+  MN_CHECK(v.is_object(), "read_safetensors: '", path, "': __metadata__ must be an object of strings");
+  Metadata md;
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    MN_CHECK(it->is_string(), "read_safetensors: '", path, "': metadata '", it.key(), "' is not a string");
+    md[it.key()] = it->get<std::string>();
+  }
+  return md;
+}
+}  // namespace
+
+Metadata read_safetensors_metadata(const std::string& path) {
+  std::ifstream in;
+  uint64_t n = 0, data_size = 0;
+  const Json root = read_header(path, in, n, data_size);
+  auto it = root.find("__metadata__");
+  return it == root.end() ? Metadata{} : parse_metadata(*it, path);
+}
+
+SafetensorsFile read_safetensors(const std::string& path) {
+  std::ifstream in;
+  uint64_t n = 0, data_size = 0;
+  const Json root = read_header(path, in, n, data_size);
 
   SafetensorsFile out;
   struct Entry {
@@ -410,53 +249,43 @@ SafetensorsFile read_safetensors(const std::string& path) {
     uint64_t begin, end;
   };
   std::vector<Entry> entries;
-  for (const auto& [name, v] : root.fields) {
+  for (auto field = root.begin(); field != root.end(); ++field) {
+    const std::string& name = field.key();
+    const Json& v = *field;
     if (name == "__metadata__") {
-      MN_CHECK(v.kind == JsonValue::Object, "read_safetensors: '", path,
-               "': __metadata__ must be an object of strings");
-      for (const auto& [k, s] : v.fields) {
-        MN_CHECK(s.kind == JsonValue::String, "read_safetensors: '", path, "': metadata '", k,
-                 "' is not a string");
-        out.metadata[k] = s.text;
-      }
+      out.metadata = parse_metadata(v, path);
       continue;
     }
     const std::string ctx = "read_safetensors: '" + path + "': tensor '" + name + "'";
-    MN_CHECK(v.kind == JsonValue::Object, ctx, " is not a JSON object");
-    const JsonValue *dt = nullptr, *sh = nullptr, *off = nullptr;
-    for (const auto& [k, f] : v.fields) {
-      if (k == "dtype") dt = &f;
-      else if (k == "shape") sh = &f;
-      else if (k == "data_offsets") off = &f;
-    }
-    MN_CHECK(dt && dt->kind == JsonValue::String, ctx, " has no string 'dtype'");
-    MN_CHECK(sh && sh->kind == JsonValue::Array, ctx, " has no 'shape' array");
-    MN_CHECK(off && off->kind == JsonValue::Array && off->items.size() == 2, ctx,
-             " has no 'data_offsets' [begin, end]");
+    MN_CHECK(v.is_object(), ctx, " is not a JSON object");
+    auto dt = v.find("dtype"), sh = v.find("shape"), off = v.find("data_offsets");
+    MN_CHECK(dt != v.end() && dt->is_string(), ctx, " has no string 'dtype'");
+    MN_CHECK(sh != v.end() && sh->is_array(), ctx, " has no 'shape' array");
+    MN_CHECK(off != v.end() && off->is_array() && off->size() == 2, ctx, " has no 'data_offsets' [begin, end]");
     Entry e;
     e.name = name;
-    e.dtype = parse_safetensors_dtype(dt->text, ctx);
+    const std::string dtype_text = dt->get<std::string>();
+    e.dtype = parse_safetensors_dtype(dtype_text, ctx);
     uint64_t numel = 1;
     bool empty = false;  // a zero dimension: any other sizes describe no bytes
-    for (const auto& d : sh->items)
-      empty = empty || (d.kind == JsonValue::Number && d.text.find_first_not_of('0') == std::string::npos);
-    for (const auto& d : sh->items) {
+    for (const auto& d : *sh) empty = empty || (d.is_number_integer() && d.get<int64_t>() == 0);
+    for (const auto& d : *sh) {
       const uint64_t x = json_uint(d, path, "a dimension of '" + name + "'");
       // Bounded by the data the file holds, so that numel * dtype_size below
       // cannot wrap around (a wrapped size could match empty data_offsets).
       MN_CHECK(x <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) &&
                    (empty || x == 0 || numel <= data_size / dtype_size(e.dtype) / x),
-               ctx, " has a shape (dimension ", d.text, ") larger than the ", data_size,
+               ctx, " has a shape (dimension ", d.dump(), ") larger than the ", data_size,
                " data bytes of the file can hold");
       numel *= x;
       e.shape.push_back(static_cast<int64_t>(x));
     }
-    e.begin = json_uint(off->items[0], path, "data_offsets of '" + name + "'");
-    e.end = json_uint(off->items[1], path, "data_offsets of '" + name + "'");
+    e.begin = json_uint((*off)[0], path, "data_offsets of '" + name + "'");
+    e.end = json_uint((*off)[1], path, "data_offsets of '" + name + "'");
     MN_CHECK(e.begin <= e.end, ctx, " has data_offsets [", e.begin, ", ", e.end,
              "] with begin > end");
     MN_CHECK(e.end - e.begin == numel * dtype_size(e.dtype), ctx, " of shape ",
-             shape_str(e.shape), " and dtype ", dt->text, " needs ", numel * dtype_size(e.dtype),
+             shape_str(e.shape), " and dtype ", dtype_text, " needs ", numel * dtype_size(e.dtype),
              " bytes but its data_offsets span ", e.end - e.begin);
     MN_CHECK(e.end <= data_size, ctx, " needs data bytes [", e.begin, ", ", e.end,
              ") but the file holds only ", data_size, " data bytes (truncated?)");
@@ -539,14 +368,18 @@ void put_generator_state(Metadata& md, const std::string& key, const Generator& 
   md[key + ".offset"] = std::to_string(g.offset());
 }
 
-void get_generator_state(const Metadata& md, const std::string& key, Generator& g) {
+void get_generator_state(const Metadata& md, const std::string& key, Generator& g, const std::string& file) {
+  const std::string where = file.empty() ? "" : "'" + file + "': ";
   auto num = [&](const std::string& k) -> uint64_t {
     auto it = md.find(k);
-    MN_CHECK(it != md.end(), "get_generator_state: metadata has no '", k, "'");
+    MN_CHECK(it != md.end(), "get_generator_state: ", where, "metadata has no '", k, "'");
     const std::string& s = it->second;
-    MN_CHECK(!s.empty() && s.size() <= 20 && s.find_first_not_of("0123456789") == std::string::npos,
-             "get_generator_state: metadata '", k, "' = '", s, "' is not an unsigned integer");
-    return std::stoull(s);
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
+    MN_CHECK(!s.empty() && s.find_first_not_of("0123456789") == std::string::npos && *end == '\0' && errno == 0,
+             "get_generator_state: ", where, "metadata '", k, "' = '", s, "' is not an unsigned 64-bit integer");
+    return static_cast<uint64_t>(v);
   };
   const uint64_t seed = num(key + ".seed");
   const uint64_t offset = num(key + ".offset");

@@ -51,8 +51,11 @@ struct SafetensorsFile {
   Metadata metadata;
 };
 // Reads and validates a whole file; errors name the file and the tensor
-// (truncated file, bad JSON, unknown dtype, size or offset mismatch).
+// (not a regular file, truncated file, bad JSON, unknown dtype, size or offset
+// mismatch). The JSON header is parsed with nlohmann-json.
 SafetensorsFile read_safetensors(const std::string& path);
+// Only the header's metadata (cheap: the tensor data is not read).
+Metadata read_safetensors_metadata(const std::string& path);
 
 // Module parameters + buffers + optimizer state (when `opt` is given) + metadata.
 void save_checkpoint(const std::string& path, Module& model, const Optimizer* opt = nullptr,
@@ -64,8 +67,8 @@ Metadata load_checkpoint(const std::string& path, Module& model, Optimizer* opt 
 
 // RNG state in metadata: "<key>.seed" and "<key>.offset" as decimal strings.
 void put_generator_state(Metadata& md, const std::string& key, const Generator& g);
-// Throws naming the key when absent or malformed.
-void get_generator_state(const Metadata& md, const std::string& key, Generator& g);
+// Throws naming the key (and `file` when given) when absent or malformed.
+void get_generator_state(const Metadata& md, const std::string& key, Generator& g, const std::string& file = "");
 
 // safetensors dtype strings ("F32", ...) and back.
 const char* safetensors_dtype(DType t);

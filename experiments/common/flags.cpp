@@ -2,17 +2,21 @@
 #include "experiments/common/flags.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <sstream>
 
+#include "experiments/common/json.h"
 #include "runtime/error.h"
 
 namespace mn::exp {
@@ -29,29 +33,38 @@ bool parse_bool(const std::string& v, bool* out) {
   if (l == "0" || l == "false" || l == "no" || l == "off") return *out = false, true;
   return false;
 }
+// Shortest text that reads back to the same double ("3e-4" stays 0.0003).
+std::string double_text(double v) { return Json(v).dump(); }
 }  // namespace
 
 void Flags::add_string(const std::string& key, const std::string& def, const std::string& help,
                        std::vector<std::string> choices) {
-  entries_[key] = Entry{Kind::String, def, def, help, std::move(choices), false, entries_.size()};
+  Entry e{Kind::String, def, def, help, std::move(choices)};
+  e.order = entries_.size();
+  entries_[key] = e;
 }
-void Flags::add_int(const std::string& key, int64_t def, const std::string& help) {
-  entries_[key] = Entry{Kind::Int, std::to_string(def), std::to_string(def), help, {}, false, entries_.size()};
+void Flags::add_int(const std::string& key, int64_t def, const std::string& help, int64_t lo, int64_t hi) {
+  Entry e{Kind::Int, std::to_string(def), std::to_string(def), help, {}};
+  e.order = entries_.size();
+  e.ilo = lo, e.ihi = hi;
+  entries_[key] = e;
 }
-void Flags::add_double(const std::string& key, double def, const std::string& help) {
-  std::ostringstream os;
-  os << def;
-  entries_[key] = Entry{Kind::Double, os.str(), os.str(), help, {}, false, entries_.size()};
+void Flags::add_double(const std::string& key, double def, const std::string& help, double lo, double hi) {
+  Entry e{Kind::Double, double_text(def), double_text(def), help, {}};
+  e.order = entries_.size();
+  e.dlo = lo, e.dhi = hi;
+  entries_[key] = e;
 }
 void Flags::add_bool(const std::string& key, bool def, const std::string& help) {
   std::string v = def ? "true" : "false";
-  entries_[key] = Entry{Kind::Bool, v, v, help, {}, false, entries_.size()};
+  Entry e{Kind::Bool, v, v, help, {}};
+  e.order = entries_.size();
+  entries_[key] = e;
 }
 
-void Flags::set(const std::string& key, const std::string& value, const std::string& origin) {
+void Flags::set(const std::string& key, const std::string& value, Origin origin, const std::string& where) {
   auto it = entries_.find(key);
-  if (it == entries_.end())
-    MN_THROW(origin, ": unknown option '", key, "' (see --help)");
+  if (it == entries_.end()) MN_THROW(where, ": unknown option '", key, "' (see --help)");
   Entry& e = it->second;
   std::string v = trim(value);
   switch (e.kind) {
@@ -59,7 +72,8 @@ void Flags::set(const std::string& key, const std::string& value, const std::str
       char* end = nullptr;
       errno = 0;
       long long x = std::strtoll(v.c_str(), &end, 10);
-      if (v.empty() || *end || errno) MN_THROW(origin, ": --", key, " expects an integer, got '", value, "'");
+      if (v.empty() || *end) MN_THROW(where, ": --", key, " expects an integer, got '", value, "'");
+      if (errno == ERANGE) MN_THROW(where, ": --", key, " = ", value, " does not fit a 64-bit integer");
       e.value = std::to_string(x);
       break;
     }
@@ -67,13 +81,13 @@ void Flags::set(const std::string& key, const std::string& value, const std::str
       char* end = nullptr;
       double x = std::strtod(v.c_str(), &end);
       if (v.empty() || *end || !std::isfinite(x))
-        MN_THROW(origin, ": --", key, " expects a number, got '", value, "'");
-      e.value = v;
+        MN_THROW(where, ": --", key, " expects a finite number, got '", value, "'");
+      e.value = double_text(x);
       break;
     }
     case Kind::Bool: {
       bool b;
-      if (!parse_bool(v, &b)) MN_THROW(origin, ": --", key, " expects true/false, got '", value, "'");
+      if (!parse_bool(v, &b)) MN_THROW(where, ": --", key, " expects true or false, got '", value, "'");
       e.value = b ? "true" : "false";
       break;
     }
@@ -81,15 +95,19 @@ void Flags::set(const std::string& key, const std::string& value, const std::str
       if (!e.choices.empty() && std::find(e.choices.begin(), e.choices.end(), v) == e.choices.end()) {
         std::string all;
         for (auto& c : e.choices) all += (all.empty() ? "" : "|") + c;
-        MN_THROW(origin, ": --", key, " must be one of ", all, ", got '", value, "'");
+        MN_THROW(where, ": --", key, " must be one of ", all, ", got '", value, "'");
       }
       e.value = v;
       break;
   }
-  e.user = true;
+  e.origin = origin;
 }
 
 void Flags::load_config(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) MN_THROW("--config: cannot open '", path, "': ", std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) MN_THROW("--config: '", path, "' is not a regular file (a directory?); give a file of "
+                                     "`key = value` lines");
   std::ifstream in(path);
   if (!in) MN_THROW("--config: cannot open '", path, "'");
   std::string line;
@@ -100,64 +118,49 @@ void Flags::load_config(const std::string& path) {
     if (hash != std::string::npos) line = line.substr(0, hash);
     line = trim(line);
     if (line.empty()) continue;
-    size_t sep = line.find_first_of("=:");
-    if (sep == std::string::npos)
-      MN_THROW(path, ":", n, ": expected 'key = value', got '", line, "'");
+    size_t sep = line.find_first_of("=:");  // `key: value` too (YAML-like files)
+    if (sep == std::string::npos) MN_THROW(path, ":", n, ": expected 'key = value', got '", line, "'");
     std::string key = trim(line.substr(0, sep));
     if (key.rfind("--", 0) == 0) key = key.substr(2);
     if (key == "config") MN_THROW(path, ":", n, ": a config file cannot include another");
-    set(key, line.substr(sep + 1), path + ":" + std::to_string(n));
+    set(key, line.substr(sep + 1), Origin::Config, path + ":" + std::to_string(n));
   }
 }
 
 bool Flags::parse(int argc, char** argv) {
-  // Config first (wherever it appears), then the command line overrides it.
   for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
+    const std::string a = argv[i];
     if (a == "--help" || a == "-h") {
       std::cout << help();
       return false;
     }
-    if (a == "--config") {
-      if (i + 1 >= argc) MN_THROW("--config needs a file name");
-      load_config(argv[i + 1]);
-    } else if (a.rfind("--config=", 0) == 0) {
-      load_config(a.substr(9));
-    }
   }
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a.rfind("--", 0) != 0) MN_THROW("unexpected argument '", a, "' (flags start with --; see --help)");
-    std::string key = a.substr(2), value;
-    bool has_value = false;
-    size_t eq = key.find('=');
-    if (eq != std::string::npos) {
-      value = key.substr(eq + 1);
-      key = key.substr(0, eq);
-      has_value = true;
-    }
-    if (key == "config") {
-      if (!has_value) ++i;
-      continue;
-    }
-    auto it = entries_.find(key);
-    if (it == entries_.end() && key.rfind("no-", 0) == 0) {
-      auto jt = entries_.find(key.substr(3));
-      if (jt != entries_.end() && jt->second.kind == Kind::Bool && !has_value) {
-        set(key.substr(3), "false", "command line");
-        continue;
-      }
-    }
-    if (it == entries_.end()) MN_THROW("unknown flag --", key, " (see --help)");
-    if (it->second.kind == Kind::Bool && !has_value) {
-      bool dummy;
-      if (i + 1 < argc && parse_bool(argv[i + 1], &dummy)) value = argv[++i];
-      else value = "true";
-    } else if (!has_value) {
-      if (i + 1 >= argc) MN_THROW("flag --", key, " needs a value");
-      value = argv[++i];
-    }
-    set(key, value, "command line");
+  // CLI11 tokenises; every value lands as text and goes through set() below.
+  CLI::App app(description_, program_);
+  app.set_help_flag();
+  app.allow_windows_style_options(false);
+  std::string config;
+  app.add_option("--config", config);
+  std::map<std::string, std::string> text;
+  std::map<std::string, bool> bools;
+  std::map<std::string, CLI::Option*> opts;
+  for (auto& [k, e] : entries_) {
+    if (e.kind == Kind::Bool) opts[k] = app.add_flag("--" + k + ",!--no-" + k, bools[k]);
+    else opts[k] = app.add_option("--" + k, text[k])->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& err) {
+    MN_THROW("command line: ", err.what(), " (see --help)");
+  }
+  if (!config.empty() || app.get_option("--config")->count()) {
+    if (config.empty()) MN_THROW("--config needs a file name");
+    load_config(config);
+  }
+  for (auto& [k, o] : opts) {
+    if (o->count() == 0) continue;
+    const Entry& e = entries_.at(k);
+    set(k, e.kind == Kind::Bool ? (bools[k] ? "true" : "false") : text[k], Origin::CommandLine, "command line");
   }
   return true;
 }
@@ -169,77 +172,88 @@ const Flags::Entry& Flags::get(const std::string& key, Kind kind) const {
   return it->second;
 }
 std::string Flags::str(const std::string& key) const { return get(key, Kind::String).value; }
-int64_t Flags::i64(const std::string& key) const { return std::stoll(get(key, Kind::Int).value); }
-double Flags::f64(const std::string& key) const { return std::stod(get(key, Kind::Double).value); }
+// Values were converted and checked in set(): these parses cannot fail.
+int64_t Flags::i64(const std::string& key) const { return std::strtoll(get(key, Kind::Int).value.c_str(), nullptr, 10); }
+double Flags::f64(const std::string& key) const { return std::strtod(get(key, Kind::Double).value.c_str(), nullptr); }
 bool Flags::flag(const std::string& key) const { return get(key, Kind::Bool).value == "true"; }
 bool Flags::user_set(const std::string& key) const {
   auto it = entries_.find(key);
-  return it != entries_.end() && it->second.user;
+  return it != entries_.end() && (it->second.origin == Origin::Config || it->second.origin == Origin::CommandLine);
+}
+Flags::Origin Flags::origin(const std::string& key) const {
+  auto it = entries_.find(key);
+  MN_CHECK(it != entries_.end(), "Flags: option '", key, "' was never declared");
+  return it->second.origin;
+}
+std::string Flags::text(const std::string& key) const {
+  auto it = entries_.find(key);
+  MN_CHECK(it != entries_.end(), "Flags: option '", key, "' was never declared");
+  return it->second.value;
+}
+std::vector<std::string> Flags::keys() const {
+  std::vector<std::pair<size_t, std::string>> order;
+  for (auto& [k, e] : entries_) order.emplace_back(e.order, k);
+  std::sort(order.begin(), order.end());
+  std::vector<std::string> out;
+  for (auto& o : order) out.push_back(o.second);
+  return out;
+}
+
+void Flags::validate_ranges() const {
+  for (const auto& k : keys()) {
+    const Entry& e = entries_.at(k);
+    if (e.kind == Kind::Int) {
+      const int64_t v = i64(k);
+      if (v < e.ilo || v > e.ihi)
+        MN_THROW("--", k, " = ", v, " is out of range: it must be ", e.ihi == std::numeric_limits<int64_t>::max()
+                 ? ">= " + std::to_string(e.ilo) : "in [" + std::to_string(e.ilo) + ", " + std::to_string(e.ihi) + "]");
+    } else if (e.kind == Kind::Double) {
+      const double v = f64(k);
+      if (v < e.dlo || v > e.dhi)
+        MN_THROW("--", k, " = ", e.value, " is out of range: it must be ", e.dhi == std::numeric_limits<double>::max()
+                 ? ">= " + double_text(e.dlo) : "in [" + double_text(e.dlo) + ", " + double_text(e.dhi) + "]");
+    }
+  }
 }
 
 std::string Flags::help() const {
   std::ostringstream os;
   os << "usage: " << program_ << " [--flag value ...] [--config FILE]\n" << description_ << "\n\nflags:\n";
-  std::vector<std::pair<size_t, std::string>> order;
-  for (auto& [k, e] : entries_) order.emplace_back(e.order, k);
-  std::sort(order.begin(), order.end());
-  for (auto& [o, k] : order) {
+  for (const auto& k : keys()) {
     const Entry& e = entries_.at(k);
     std::string head = "  --" + k;
     if (e.kind != Kind::Bool) head += " " + std::string(e.kind == Kind::Int ? "N" : e.kind == Kind::Double ? "X" : "S");
-    os << head << std::string(head.size() < 28 ? 28 - head.size() : 1, ' ') << e.help;
+    else head += " | --no-" + k;
+    os << head << std::string(head.size() < 30 ? 30 - head.size() : 1, ' ') << e.help;
     if (!e.choices.empty()) {
-      os << " (";
+      os << " (one of: ";
       for (size_t i = 0; i < e.choices.size(); ++i) os << (i ? "|" : "") << e.choices[i];
       os << ")";
     }
+    if (e.kind == Kind::Int && (e.ilo != std::numeric_limits<int64_t>::min() || e.ihi != std::numeric_limits<int64_t>::max()))
+      os << " (" << (e.ihi == std::numeric_limits<int64_t>::max() ? ">= " + std::to_string(e.ilo)
+                     : std::to_string(e.ilo) + ".." + std::to_string(e.ihi)) << ")";
+    if (e.kind == Kind::Double && (e.dlo != -std::numeric_limits<double>::max() || e.dhi != std::numeric_limits<double>::max()))
+      os << " (" << (e.dhi == std::numeric_limits<double>::max() ? ">= " + double_text(e.dlo)
+                     : double_text(e.dlo) + ".." + double_text(e.dhi)) << ")";
     os << " [default: " << (e.def.empty() ? "\"\"" : e.def) << "]\n";
   }
-  os << "  --config FILE               read `key = value` lines (same keys) before the command line\n"
-     << "  --help                      this text\n";
-  return os.str();
-}
-
-std::string json_escape(const std::string& s) {
-  std::string o = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"': o += "\\\""; break;
-      case '\\': o += "\\\\"; break;
-      case '\n': o += "\\n"; break;
-      case '\t': o += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          o += buf;
-        } else {
-          o += c;
-        }
-    }
-  }
-  return o + "\"";
-}
-
-std::string json_number(double v) {
-  if (!std::isfinite(v)) return "null";
-  std::ostringstream os;
-  os.precision(10);
-  os << v;
+  os << "  --config FILE                 read `key = value` lines (same keys, '#' comments) before the command line\n"
+     << "  --help                        this text\n";
   return os.str();
 }
 
 std::string Flags::to_json() const {
-  std::ostringstream os;
-  os << "{";
-  bool first = true;
+  Json j = Json::object();
   for (auto& [k, e] : entries_) {
-    os << (first ? "" : ", ") << json_escape(k) << ": ";
-    first = false;
-    if (e.kind == Kind::String) os << json_escape(e.value);
-    else os << e.value;
+    switch (e.kind) {
+      case Kind::String: j[k] = e.value; break;
+      case Kind::Int: j[k] = i64(k); break;
+      case Kind::Double: j[k] = f64(k); break;
+      case Kind::Bool: j[k] = flag(k); break;
+    }
   }
-  return os.str() + "}";
+  return j.dump();
 }
 
 std::string Flags::to_config() const {

@@ -1,15 +1,25 @@
 // Command-line flags and config files for the experiment binaries.
 //
-// Every flag is declared with a default and a help line, so --help lists them
-// all and the defaults live in the binary. Values come, in increasing priority,
-// from the defaults, from `--config FILE` (lines `key = value` or `key: value`,
-// '#' comments, the same keys as the flags without the dashes) and from the
-// command line (`--key value`, `--key=value`; boolean flags also as bare
-// `--key` / `--no-key`). Unknown keys and malformed values throw mn::Error
-// naming the flag (or the file and line), which main() turns into a message
-// and exit status 2.
+// Every flag is declared with a default, a help line and (for numbers) a valid
+// range, so --help lists them all and the defaults live in the binary. Values
+// come, in increasing priority, from the defaults, from `--config FILE` (lines
+// `key = value` or `key: value`, # comments, the same keys as the flags without dashes)
+// and from the command line (`--key value`, `--key=value`; boolean flags as
+// bare `--key` / `--no-key` or `--key=true|false`).
+//
+// Who does what: CLI11 (Debian libcli11-dev) splits the command line into
+// flags and values (spellings, `=`, `--no-` forms, missing values, unknown
+// flags). The config file reader and the typed conversion of every value are
+// our own: CLI11 2.1's config reader reports a bad value as "--loss: nope not
+// in {...}" without the file or the line (tried), while a user editing a config
+// file wants "study.cfg:2: --loss must be one of ...". The --help text is ours
+// too, so that every flag shows its default, its range and its valid names.
+//
+// Errors throw mn::Error naming the flag (and the file and line for config
+// files), which the harness turns into one line and exit status 2.
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -21,29 +31,45 @@ class Flags {
   explicit Flags(std::string program, std::string description)
       : program_(std::move(program)), description_(std::move(description)) {}
 
-  // Declarations (call before parse).
+  // Where a value came from; a later source overrides an earlier one.
+  enum class Origin { Default, Preset, Checkpoint, Config, CommandLine };
+
+  // Declarations (call before parse). Numbers carry their valid range
+  // [lo, hi], checked by validate_ranges() before any work starts.
   void add_string(const std::string& key, const std::string& def, const std::string& help,
                   std::vector<std::string> choices = {});
-  void add_int(const std::string& key, int64_t def, const std::string& help);
-  void add_double(const std::string& key, double def, const std::string& help);
+  void add_int(const std::string& key, int64_t def, const std::string& help,
+               int64_t lo = std::numeric_limits<int64_t>::min(), int64_t hi = std::numeric_limits<int64_t>::max());
+  void add_double(const std::string& key, double def, const std::string& help,
+                  double lo = -std::numeric_limits<double>::max(), double hi = std::numeric_limits<double>::max());
   void add_bool(const std::string& key, bool def, const std::string& help);
+  bool declared(const std::string& key) const { return entries_.count(key) != 0; }
 
-  // Parses argv. Returns false when --help was given (help already printed).
+  // Parses argv (config file first, then the command line). Returns false when
+  // --help was given (help already printed to stdout).
   bool parse(int argc, char** argv);
   // Applies a config file (also used by --config).
   void load_config(const std::string& path);
-  // Sets a value programmatically (validated as from the command line).
-  void set(const std::string& key, const std::string& value, const std::string& origin = "code");
+  // Sets a value (converted and checked as from the command line); `where`
+  // names the source in error messages ("command line", "study.cfg:3").
+  void set(const std::string& key, const std::string& value, Origin origin, const std::string& where);
 
   std::string str(const std::string& key) const;
   int64_t i64(const std::string& key) const;
   double f64(const std::string& key) const;
   bool flag(const std::string& key) const;
-  // True when the user set it (command line or config), not the default.
+  // True when the user set it (command line or config), not a default or preset.
   bool user_set(const std::string& key) const;
+  Origin origin(const std::string& key) const;
+  // The value as text (as config files and checkpoints hold it).
+  std::string text(const std::string& key) const;
+  std::vector<std::string> keys() const;  // in declaration order
+
+  // Throws naming the first flag outside its declared range.
+  void validate_ranges() const;
 
   std::string help() const;
-  // All values as a JSON object (for metrics and checkpoints).
+  // All values as a JSON object (numbers and booleans typed), in key order.
   std::string to_json() const;
   // `key = value` lines that load_config reads back.
   std::string to_config() const;
@@ -54,8 +80,10 @@ class Flags {
     Kind kind;
     std::string value, def, help;
     std::vector<std::string> choices;
-    bool user = false;
+    Origin origin = Origin::Default;
     size_t order = 0;
+    int64_t ilo = 0, ihi = 0;
+    double dlo = 0, dhi = 0;
   };
   const Entry& get(const std::string& key, Kind kind) const;
   std::string program_, description_;
@@ -65,9 +93,5 @@ class Flags {
 // Writes `text` to `path` atomically: a temporary file in the same folder,
 // flushed and fsync'ed, then renamed over the target.
 void write_file_atomic(const std::string& path, const std::string& text);
-
-// Minimal JSON helpers.
-std::string json_escape(const std::string& s);
-std::string json_number(double v);  // NaN/Inf become null
 
 }  // namespace mn::exp

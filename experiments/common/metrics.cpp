@@ -10,47 +10,34 @@
 
 namespace mn::exp {
 
-JsonLine& JsonLine::num(const std::string& k, double v) {
-  fields_.emplace_back(k, json_number(v));
-  return *this;
-}
-JsonLine& JsonLine::integer(const std::string& k, long long v) {
-  fields_.emplace_back(k, std::to_string(v));
-  return *this;
-}
-JsonLine& JsonLine::str(const std::string& k, const std::string& v) {
-  fields_.emplace_back(k, json_escape(v));
-  return *this;
-}
-JsonLine& JsonLine::raw(const std::string& k, const std::string& json) {
-  fields_.emplace_back(k, json);
-  return *this;
-}
-std::string JsonLine::dump() const {
-  std::string o = "{";
-  for (size_t i = 0; i < fields_.size(); ++i)
-    o += (i ? ", " : "") + json_escape(fields_[i].first) + ": " + fields_[i].second;
-  return o + "}";
-}
-
-MetricsLog::MetricsLog(std::string path, int truncate_after_epoch) : path_(std::move(path)) {
-  if (truncate_after_epoch < 0) return;
-  std::ifstream in(path_);
-  if (!in) return;
-  std::string line, kept;
-  while (std::getline(in, line)) {
-    size_t p = line.find("\"epoch\": ");
-    if (p != std::string::npos && std::atoi(line.c_str() + p + 9) > truncate_after_epoch) continue;
-    kept += line + "\n";
+MetricsLog::MetricsLog(std::string path, long long keep_up_to) : path_(std::move(path)) {
+  std::string kept;
+  if (keep_up_to >= 0) {
+    std::ifstream in(path_);
+    std::string line;
+    int n = 0;
+    while (std::getline(in, line)) {
+      ++n;
+      if (line.empty()) continue;
+      Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+      MN_CHECK(!j.is_discarded() && j.is_object(), "--resume: '", path_, "' line ", n,
+               " is not a JSON object; fix or remove the line");
+      auto e = j.find("epoch");
+      if (e != j.end() && e->is_number() && e->get<double>() > static_cast<double>(keep_up_to)) continue;
+      kept += line + "\n";
+      lines_.push_back(std::move(j));
+    }
   }
   write_file_atomic(path_, kept);
 }
 
-void MetricsLog::write(const JsonLine& line) {
+void MetricsLog::write(const Json& line) {
   std::ofstream out(path_, std::ios::app);
   if (!out) MN_THROW("metrics: cannot append to '", path_, "'");
   out << line.dump() << "\n";
   out.flush();
+  MN_CHECK(out.good(), "metrics: writing '", path_, "' failed (disk full?)");
+  lines_.push_back(line);
 }
 
 bool plot_png(const std::string& png, const std::string& title, const std::string& xlabel,

@@ -1,36 +1,28 @@
 // Run outputs: metrics.jsonl (one JSON object per line, appended and flushed
-// per epoch) and learning-curve plots drawn by gnuplot (Debian gnuplot-nox).
+// per epoch or per fold) and learning-curve plots drawn by gnuplot (Debian
+// gnuplot-nox).
 #pragma once
-#include <map>
 #include <string>
-#include <utility>
 #include <vector>
+
+#include "experiments/common/json.h"
 
 namespace mn::exp {
 
-// One JSON object built field by field, in insertion order.
-class JsonLine {
- public:
-  JsonLine& num(const std::string& key, double v);
-  JsonLine& integer(const std::string& key, long long v);
-  JsonLine& str(const std::string& key, const std::string& v);
-  JsonLine& raw(const std::string& key, const std::string& json);  // already-encoded JSON
-  std::string dump() const;
-
- private:
-  std::vector<std::pair<std::string, std::string>> fields_;
-};
-
 class MetricsLog {
  public:
-  // Opens (appending) `path`; with `truncate_after_epoch` >= 0 first drops the
-  // lines of later epochs (used by --resume so a resumed run has one line per epoch).
-  explicit MetricsLog(std::string path, int truncate_after_epoch = -1);
-  void write(const JsonLine& line);
+  // Opens `path`. `keep_up_to` >= 0 keeps only the lines whose "epoch" is at
+  // most that (used by --resume, so a resumed run has one line per epoch);
+  // a negative value starts an empty file.
+  MetricsLog(std::string path, long long keep_up_to);
+  void write(const Json& line);
+  // Every line written so far (also those of earlier segments of a resumed run).
+  const std::vector<Json>& lines() const { return lines_; }
   const std::string& path() const { return path_; }
 
  private:
   std::string path_;
+  std::vector<Json> lines_;
 };
 
 struct Series {

@@ -1,4 +1,4 @@
-// Progress bar (see progress.h).
+// Progress display (see progress.h).
 #include "experiments/common/progress.h"
 
 #include <unistd.h>
@@ -17,24 +17,16 @@ std::string format_duration(double s) {
   return buf;
 }
 
-Progress::Progress(std::string label, int64_t total, int64_t first_done)
-    : label_(std::move(label)), total_(total), first_done_(first_done), tty_(::isatty(STDERR_FILENO)),
-      start_(std::chrono::steady_clock::now()), last_draw_(start_) {}
+Progress::Progress() : tty_(::isatty(STDERR_FILENO)), last_draw_(std::chrono::steady_clock::now()) {}
 
-double Progress::elapsed_seconds() const {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+void Progress::phase(std::string label, int64_t total, int64_t first_done) {
+  label_ = std::move(label);
+  total_ = total;
+  last_decile_ = total > 0 ? static_cast<int>(10 * first_done / total) : -1;
 }
 
-double Progress::images_per_second() const {
-  double e = elapsed_seconds();
-  return e > 0 ? images_ / e : 0.0;
-}
-
-void Progress::update(int64_t done, double loss, double active, int64_t images) {
-  images_ += images;
+void Progress::update(int64_t done, const std::string& stats, const std::string& rate, double eta_s) {
   auto now = std::chrono::steady_clock::now();
-  double e = elapsed_seconds();
-  double eta = done > first_done_ ? e / double(done - first_done_) * double(total_ - done) : -1;
   int decile = total_ > 0 ? static_cast<int>(10 * done / total_) : 0;
   bool draw;
   if (tty_) draw = std::chrono::duration<double>(now - last_draw_).count() > 0.2 || done == total_;
@@ -46,9 +38,9 @@ void Progress::update(int64_t done, double loss, double active, int64_t images) 
   int filled = total_ > 0 ? static_cast<int>(width * done / total_) : 0;
   std::string bar(filled, '#');
   bar += std::string(width - filled, '.');
-  std::fprintf(stderr, "%s%s [%s] %ld/%ld loss %.4f active %.1f%% %.0f img/s ETA %s%s",
-               tty_ ? "\r" : "", label_.c_str(), bar.c_str(), long(done), long(total_), loss,
-               100 * active, images_per_second(), format_duration(eta).c_str(), tty_ ? "  " : "\n");
+  std::fprintf(stderr, "%s%s [%s] %ld/%ld%s%s%s%s run ETA %s%s", tty_ ? "\r" : "", label_.c_str(), bar.c_str(),
+               long(done), long(total_), stats.empty() ? "" : " ", stats.c_str(), rate.empty() ? "" : " ",
+               rate.c_str(), format_duration(eta_s).c_str(), tty_ ? "   " : "\n");
   std::fflush(stderr);
 }
 

@@ -1,6 +1,9 @@
-// A one-line progress bar for training loops: iteration, loss, active-triplet
-// share, images/s and ETA. On a terminal it redraws in place; otherwise (logs,
-// CI) it prints a plain line about every 10 % so logs stay short.
+// A one-line progress display for a whole run: phase (epoch e/E, validation,
+// fold f/F, ...), a bar for the phase, named stats, throughput and the ETA of
+// the *whole run* (the caller estimates it: remaining steps, validations and
+// final test at their measured costs). On a terminal it redraws in place at
+// most 5 times a second; otherwise (logs, CI) it prints a plain line about
+// every 10 % of a phase so logs stay short.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -10,25 +13,23 @@ namespace mn::exp {
 
 class Progress {
  public:
-  // `first_done`: iterations already done before this bar starts (a resumed
-  // epoch); the rate and ETA count only the iterations run under this bar.
-  Progress(std::string label, int64_t total, int64_t first_done = 0);
-  // Called after each iteration with its metrics; `images` processed in it.
-  void update(int64_t done, double loss, double active_share, int64_t images);
-  void finish();
-  double images_per_second() const;
-  double elapsed_seconds() const;
+  Progress();
+  // Starts a phase of `total` units with `first_done` already done.
+  void phase(std::string label, int64_t total, int64_t first_done = 0);
+  // `done` units of the phase; `stats` e.g. "loss 0.21 active 40.0%"; `rate`
+  // e.g. "190 img/s" (empty: none); `eta_s` < 0: unknown.
+  void update(int64_t done, const std::string& stats, const std::string& rate, double eta_s);
+  void finish();  // ends the line of a phase on a terminal
 
  private:
   std::string label_;
-  int64_t total_, first_done_;
+  int64_t total_ = 0;
   bool tty_;
-  int64_t images_ = 0;
   int last_decile_ = -1;
-  std::chrono::steady_clock::time_point start_, last_draw_;
+  std::chrono::steady_clock::time_point last_draw_;
 };
 
-// "1h02m", "3m05s", "12s".
+// "1h02m", "3m05s", "12s"; "?" when unknown.
 std::string format_duration(double seconds);
 
 }  // namespace mn::exp

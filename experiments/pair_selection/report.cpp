@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "experiments/common/flags.h"
+#include "experiments/common/json.h"
 #include "runtime/error.h"
 
 namespace mn::pairsel {
@@ -67,14 +68,15 @@ std::vector<Curve> summarise(const std::vector<RunResult>& runs) {
 }
 
 namespace {
-// The value after `"key": ` in one of the driver's JSON lines (flat objects of
-// numbers and plain strings); throws naming the file when it is missing.
+// The value after `"key":` in one of the driver's JSON lines (flat objects of
+// numbers and plain strings; keys the harness adds are skipped); throws naming the file when it is missing.
 std::string json_field(const std::string& line, const std::string& key, const std::string& path) {
-  const std::string tag = "\"" + key + "\": ";
+  const std::string tag = "\"" + key + "\":";
   const size_t p = line.find(tag);
   MN_CHECK(p != std::string::npos, "pair_selection: --summarise", path, ": a line has no \"", key,
            "\"");
-  size_t b = p + tag.size(), e;
+  size_t b = line.find_first_not_of(' ', p + tag.size()), e;
+  MN_CHECK(b != std::string::npos, "pair_selection: --summarise", path, ": malformed \"", key, "\"");
   if (line[b] == '"') {
     e = line.find('"', ++b);
   } else {
@@ -108,7 +110,7 @@ std::vector<RunResult> read_runs_jsonl(const std::string& path, int* dropped) {
     pt.vote.abstain_share = std::stod(json_field(line, "abstain_share", path));
     pt.train_loss = std::stod(json_field(line, "train_loss", path));
     pt.genuine_pairs = std::stoll(json_field(line, "genuine_pairs", path));
-    if (line.find("\"seconds\": ") != std::string::npos)
+    if (line.find("\"seconds\":") != std::string::npos)
       r.seconds = std::stod(json_field(line, "seconds", path));
     r.points.push_back(pt);
     max_points = std::max(max_points, r.points.size());
@@ -217,40 +219,34 @@ std::string results_markdown(const std::vector<Curve>& curves, double alpha,
 
 std::string results_json(const std::vector<Curve>& curves, double alpha,
                          const std::string& config_json) {
-  std::ostringstream j;
-  j << "{\"config\": " << config_json << ", \"alpha\": " << exp::json_number(alpha)
-    << ", \"methods\": [";
-  auto arr = [&](const std::vector<double>& v) {
-    j << "[";
-    for (size_t i = 0; i < v.size(); ++i) j << (i ? ", " : "") << exp::json_number(v[i]);
-    j << "]";
+  exp::Json j;
+  j["config"] = exp::Json::parse(config_json, nullptr, false);
+  j["alpha"] = alpha;
+  j["methods"] = exp::Json::array();
+  auto arr = [](const std::vector<double>& v) {
+    exp::Json a = exp::Json::array();
+    for (double x : v) a.push_back(exp::metric_number(x));
+    return a;
   };
-  for (size_t m = 0; m < curves.size(); ++m) {
-    const Curve& c = curves[m];
-    j << (m ? ", " : "") << "{\"method\": \"" << method_label(c.method) << "\", \"epochs\": [";
-    for (size_t i = 0; i < c.epochs.size(); ++i) j << (i ? ", " : "") << c.epochs[i];
-    j << "], \"mean\": ";
-    arr(c.mean);
-    j << ", \"sd\": ";
-    arr(c.sd);
-    j << ", \"nearest_mean\": ";
-    arr(c.nearest_mean);
-    j << ", \"abstain_mean\": ";
-    arr(c.abstain_mean);
-    j << ", \"per_fold\": [";
-    for (size_t e = 0; e < c.per_fold.size(); ++e) {
-      j << (e ? ", " : "");
-      arr(c.per_fold[e]);
-    }
-    j << "], \"t_vs_base\": [";
-    for (size_t e = 0; e < c.vs_base.size(); ++e)
-      j << (e ? ", " : "") << "{\"t\": " << exp::json_number(c.vs_base[e].t)
-        << ", \"p_greater\": " << exp::json_number(c.vs_base[e].p_greater)
-        << ", \"p_less\": " << exp::json_number(c.vs_base[e].p_less) << "}";
-    j << "], \"seconds\": " << exp::json_number(c.seconds) << "}";
+  for (const Curve& c : curves) {
+    exp::Json m;
+    m["method"] = method_label(c.method);
+    m["epochs"] = c.epochs;
+    m["mean"] = arr(c.mean);
+    m["sd"] = arr(c.sd);
+    m["nearest_mean"] = arr(c.nearest_mean);
+    m["abstain_mean"] = arr(c.abstain_mean);
+    m["per_fold"] = exp::Json::array();
+    for (const auto& f : c.per_fold) m["per_fold"].push_back(arr(f));
+    m["t_vs_base"] = exp::Json::array();
+    for (const TTest& t : c.vs_base)
+      m["t_vs_base"].push_back({{"t", exp::metric_number(t.t)},
+                                {"p_greater", exp::metric_number(t.p_greater)},
+                                {"p_less", exp::metric_number(t.p_less)}});
+    m["seconds"] = exp::metric_number(c.seconds);
+    j["methods"].push_back(m);
   }
-  j << "]}\n";
-  return j.str();
+  return j.dump(1) + "\n";
 }
 
 bool plot_figure(const std::string& png_path, const std::vector<Curve>& curves) {

@@ -25,7 +25,7 @@ struct Curve {
 // must have the same folds and epochs (throws otherwise).
 std::vector<Curve> summarise(const std::vector<RunResult>& runs);
 
-// Runs back from a runs.jsonl written by the driver (one line per method x
+// Runs back from the metrics.jsonl written by the driver (one line per method x
 // fold x evaluation). Only folds with every evaluation of every method that
 // occurs are kept (an interrupted study is summarised over its complete
 // folds); `dropped` receives the number of incomplete folds left out.

@@ -1,4 +1,4 @@
-// End-to-end tests of the Omniglot study driver (experiments/common/omniglot_study.h)
+// End-to-end tests of the Omniglot studies (experiments/omniglot/omniglot_study.h)
 // on a small synthetic Omniglot-layout folder, on the CPU:
 //   * smoke runs of the triplet and siamese studies (the loss falls, one-shot
 //     validation accuracy beats chance, summary.json is written);
@@ -7,7 +7,7 @@
 //   * one-shot scoring of a trained-style model is invariant to candidate order;
 //   * --help, bad flags, a missing data folder, --config, and a NaN loss.
 //
-// The fixture: images_background/ (4 alphabets x 6 characters x 6 drawers) and
+// The fixture (omniglot_fixture.h): images_background/ (4 alphabets x 6 characters x 6 drawers) and
 // images_evaluation/ (2 alphabets x 8 characters x 6 drawers) of 105x105 1-bit
 // PNGs. Each character is a distinct glyph (three thick strokes whose end points
 // are drawn from a generator seeded by the character), each drawer perturbs the
@@ -34,180 +34,18 @@
 #include "data/lake_runs.h"
 #include "data/omniglot.h"
 #include "data/tasks.h"
-#include "experiments/common/omniglot_study.h"
+#include "experiments/omniglot/omniglot_study.h"
+#include "tests/experiments/omniglot_fixture.h"
 #include "nn/checkpoint.h"
 #include "nn/models/koch.h"
 #include "runtime/parallel.h"
 #include "runtime/rng.h"
 #include "tests/common/test_util.h"
 
-namespace fs = std::filesystem;
 
 namespace {
 
-using mn::exp::StudyKind;
-
-// ---------------------------------------------------------------- fixture --
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag) {
-    std::random_device rd;
-    path = fs::temp_directory_path() / ("mn_exp_test_" + tag + "_" + std::to_string(rd()) + std::to_string(rd()));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string str() const { return path.string(); }
-  std::string operator/(const std::string& rel) const { return (path / rel).string(); }
-};
-
-constexpr int kSize = 105;
-
-// A glyph: three strokes (segments) in pixel coordinates.
-struct Glyph {
-  double x0[3], y0[3], x1[3], y1[3];
-};
-
-Glyph make_glyph(uint64_t class_seed) {
-  std::mt19937_64 g(class_seed * 2654435761ULL + 12345);
-  std::uniform_real_distribution<double> u(18.0, 87.0);
-  Glyph gl;
-  for (int s = 0; s < 3; ++s) {
-    gl.x0[s] = u(g), gl.y0[s] = u(g), gl.x1[s] = u(g), gl.y1[s] = u(g);
-  }
-  return gl;
-}
-
-// Renders `gl` with a per-drawer jitter of the end points (+-2 px) and a shift (+-3 px).
-mn::data::GrayImage render(const Glyph& gl, uint64_t drawer_seed) {
-  std::mt19937_64 g(drawer_seed * 11400714819323198485ULL + 7);
-  std::uniform_real_distribution<double> jit(-2.0, 2.0), sh(-3.0, 3.0);
-  const double dx = sh(g), dy = sh(g);
-  double ax[3], ay[3], bx[3], by[3];
-  for (int s = 0; s < 3; ++s) {
-    ax[s] = gl.x0[s] + dx + jit(g), ay[s] = gl.y0[s] + dy + jit(g);
-    bx[s] = gl.x1[s] + dx + jit(g), by[s] = gl.y1[s] + dy + jit(g);
-  }
-  mn::data::GrayImage img;
-  img.height = img.width = kSize;
-  img.pixels.assign(kSize * kSize, 255);  // white paper, black ink (Omniglot's convention)
-  const double r2 = 3.0 * 3.0;            // stroke half-width 3 px
-  for (int y = 0; y < kSize; ++y)
-    for (int x = 0; x < kSize; ++x)
-      for (int s = 0; s < 3; ++s) {
-        double vx = bx[s] - ax[s], vy = by[s] - ay[s], wx = x - ax[s], wy = y - ay[s];
-        double len2 = vx * vx + vy * vy;
-        double t = len2 > 0 ? std::clamp((wx * vx + wy * vy) / len2, 0.0, 1.0) : 0.0;
-        double ex = wx - t * vx, ey = wy - t * vy;
-        if (ex * ex + ey * ey <= r2) {
-          img.pixels[static_cast<size_t>(y) * kSize + x] = 0;
-          break;
-        }
-      }
-  return img;
-}
-
-void write_set(const fs::path& set_dir, const std::string& prefix, int alphabets, int chars, int drawers,
-               uint64_t seed_base) {
-  int img_id = 1;
-  for (int a = 0; a < alphabets; ++a)
-    for (int c = 0; c < chars; ++c) {
-      char cname[32];
-      std::snprintf(cname, sizeof cname, "character%02d", c + 1);
-      fs::path dir = set_dir / (prefix + std::to_string(a + 1)) / cname;
-      fs::create_directories(dir);
-      const uint64_t cls_seed = seed_base + static_cast<uint64_t>(a * 100 + c);
-      Glyph gl = make_glyph(cls_seed);
-      for (int d = 1; d <= drawers; ++d) {
-        char fname[32];
-        std::snprintf(fname, sizeof fname, "%04d_%02d.png", img_id, d);
-        mn::data::write_png_gray((dir / fname).string(), render(gl, cls_seed * 31 + d), /*one_bit=*/true);
-      }
-      ++img_id;
-    }
-}
-
-// One synthetic Omniglot tree shared by every test of this file (written once).
-const std::string& omniglot_root() {
-  static TempDir* dir = [] {
-    auto* d = new TempDir("omniglot");  // intentionally leaked until exit: removed by atexit below
-    write_set(d->path / "images_background", "Background_", 4, 6, 6, 1000);
-    write_set(d->path / "images_evaluation", "Evaluation_", 2, 8, 6, 5000);
-    std::atexit([] { delete dir; });
-    return d;
-  }();
-  static const std::string root = dir->str();
-  return root;
-}
-
-// ------------------------------------------------------------ run helpers --
-struct RunResult {
-  int rc = -1;
-  std::string err;
-};
-
-RunResult run_study(StudyKind kind, std::vector<std::string> args, bool capture_stderr = false) {
-  args.insert(args.begin(), kind == StudyKind::Triplet ? "omniglot_triplet" : "omniglot_siamese");
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  RunResult r;
-  if (capture_stderr) testing::internal::CaptureStderr();
-  r.rc = mn::exp::run_omniglot_study(kind, static_cast<int>(args.size()), argv.data());
-  if (capture_stderr) r.err = testing::internal::GetCapturedStderr();
-  return r;
-}
-
-// Flags every training test shares: the synthetic data, the CPU, a small net.
-std::vector<std::string> base_args(const std::string& out_dir, const std::string& cache_dir) {
-  return {"--data-dir", omniglot_root(), "--out-dir", out_dir, "--cache-dir", cache_dir, "--device", "cpu",
-          "--preset", "full", "--width", "0.125", "--embedding", "32", "--val-way", "5", "--eval-batch", "64"};
-}
-
-std::vector<std::string> operator+(std::vector<std::string> a, const std::vector<std::string>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::vector<std::string> read_lines(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<std::string> lines;
-  std::string l;
-  while (std::getline(in, l))
-    if (!l.empty()) lines.push_back(l);
-  return lines;
-}
-
-// The number after "key": in a flat JSON line (NaN when absent or null).
-double json_field(const std::string& line, const std::string& key) {
-  size_t p = line.find("\"" + key + "\": ");
-  if (p == std::string::npos) return NAN;
-  const char* s = line.c_str() + p + key.size() + 4;
-  char* end = nullptr;
-  double v = std::strtod(s, &end);
-  return end == s ? NAN : v;
-}
-
-// The line with the given fields removed (for comparisons that ignore timings).
-std::string without_fields(std::string line, const std::vector<std::string>& keys) {
-  for (const auto& k : keys) {
-    size_t p = line.find("\"" + k + "\": ");
-    if (p == std::string::npos) continue;
-    size_t e = line.find_first_of(",}", p);
-    if (e != std::string::npos && line[e] == ',') ++e;
-    line.erase(p, e - p);
-  }
-  return line;
-}
+using namespace mn_test_exp;
 
 // ----------------------------------------------------------- smoke tests --
 // The triplet study learns on the synthetic data: the epoch loss falls and
@@ -310,29 +148,6 @@ TEST(OmniglotStudy, CheckpointRoundTripGivesBitIdenticalEmbeddings) {
   EXPECT_TRUE(f.tensors.count("anchor_branch.dense.weight"));
 }
 
-// ---------------------------------------------------------------- resume --
-// Both runs end with the same weights, optimizer state, RNG states and metrics
-// (timings aside).
-void expect_same_run(const fs::path& a, const fs::path& b) {
-  mn::nn::SafetensorsFile fa = mn::nn::read_safetensors((a / "last.safetensors").string());
-  mn::nn::SafetensorsFile fb = mn::nn::read_safetensors((b / "last.safetensors").string());
-  ASSERT_EQ(fa.tensors.size(), fb.tensors.size());
-  for (const auto& [name, ta] : fa.tensors) {
-    auto it = fb.tensors.find(name);
-    ASSERT_NE(it, fb.tensors.end()) << name;
-    ASSERT_EQ(ta.shape(), it->second.shape()) << name;
-    ASSERT_EQ(ta.dtype(), it->second.dtype()) << name;
-    EXPECT_EQ(0, std::memcmp(ta.contiguous().raw_data(), it->second.contiguous().raw_data(), ta.nbytes()))
-        << "tensor " << name << " differs between the two runs";
-  }
-  for (const char* k : {"epoch", "rng.sample.offset", "rng.loader.offset", "rng.dropout.offset", "best_epoch"})
-    EXPECT_EQ(fa.metadata.at(k), fb.metadata.at(k)) << k;
-  auto la = read_lines((a / "metrics.jsonl").string()), lb = read_lines((b / "metrics.jsonl").string());
-  ASSERT_EQ(la.size(), lb.size());
-  const std::vector<std::string> timing = {"train_seconds", "val_seconds", "images_per_second"};
-  for (size_t i = 0; i < la.size(); ++i) EXPECT_EQ(without_fields(la[i], timing), without_fields(lb[i], timing));
-}
-
 TEST(OmniglotStudy, ResumeEqualsUninterruptedRun) {
   TempDir a("resA"), b("resB"), cache("cache");
   const std::vector<std::string> common = {"--iters", "3", "--batch", "4", "--val-triplets", "12",
@@ -351,10 +166,10 @@ TEST(OmniglotStudy, ResumeEqualsUninterruptedRun) {
   EXPECT_EQ(read_lines(a / "metrics.jsonl").size(), 2u);
 }
 
-// A run stopped mid-epoch (--time-limit before its first iteration, then
-// --stop-after inside an epoch, resumed each time) ends with exactly the weights,
-// optimizer state, RNG states and metrics of an uninterrupted run; every stop
-// exits with status 3 and leaves a checkpoint.
+// A run stopped anywhere (mid-epoch, with the validation of an epoch pending,
+// mid-epoch to mid-epoch; --stop-after each time) and resumed ends with exactly
+// the weights, optimizer state, RNG states and metrics of an uninterrupted run;
+// every stop exits with status 3 and leaves a checkpoint.
 class MidEpochResume : public ::testing::TestWithParam<StudyKind> {};
 
 TEST_P(MidEpochResume, StopsAnywhereAndResumesExactly) {
@@ -364,14 +179,15 @@ TEST_P(MidEpochResume, StopsAnywhereAndResumesExactly) {
                                            "6", "--lr", "1e-3", "--seed", "5", "--epochs", "2", "--dropout", "0.2"};
   ASSERT_EQ(run_study(kind, base_args(a.str(), cache.str()) + common).rc, 0);
 
-  // 1. A time limit shorter than one checkpoint write: stops before the first iteration.
-  RunResult r = run_study(kind, base_args(b.str(), cache.str()) + common + std::vector<std::string>{"--time-limit", "0.5"});
+  // 1. Two iterations of epoch 1.
+  RunResult r = run_study(kind, base_args(b.str(), cache.str()) + common + std::vector<std::string>{"--stop-after", "2"});
   ASSERT_EQ(r.rc, 3);
   mn::nn::SafetensorsFile f0 = mn::nn::read_safetensors(b / "last.safetensors");
   EXPECT_EQ(f0.metadata.at("epoch"), "0");
-  EXPECT_EQ(f0.metadata.at("iter"), "0");
-  // 2. Four more iterations: epoch 1 (3 iterations, validated, checkpointed) and one of epoch 2.
-  r = run_study(kind, base_args(b.str(), cache.str()) + common + std::vector<std::string>{"--resume", "--stop-after", "4"});
+  EXPECT_EQ(f0.metadata.at("iter"), "2");
+  EXPECT_EQ(read_lines(b / "metrics.jsonl").size(), 0u);
+  // 2. Two more: the end of epoch 1 (validated, checkpointed) and one of epoch 2.
+  r = run_study(kind, base_args(b.str(), cache.str()) + common + std::vector<std::string>{"--resume", "--stop-after", "2"});
   ASSERT_EQ(r.rc, 3);
   mn::nn::SafetensorsFile f1 = mn::nn::read_safetensors(b / "last.safetensors");
   EXPECT_EQ(f1.metadata.at("epoch"), "1");
@@ -525,7 +341,7 @@ TEST(OmniglotStudy, MissingDataDirIsAClearError) {
   TempDir out("nodata");
   RunResult r = run_study(StudyKind::Triplet,
                           {"--data-dir", out / "no_such_folder", "--out-dir", out / "o", "--device", "cpu"}, true);
-  EXPECT_EQ(r.rc, 1);
+  EXPECT_EQ(r.rc, 2);  // checked with the flags, before anything is loaded
   EXPECT_NE(r.err.find("--data-dir"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("no_such_folder"), std::string::npos) << r.err;
 }

@@ -364,20 +364,20 @@ TEST(PairSelection, DriverSmokeRunOnMnist) {
                           "--threads 1 --out-dir '" + out.string() + "' > '" + out.string() +
                           ".log' 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << "see " << out.string() << ".log";
-  for (const char* f : {"results.md", "results.json", "runs.jsonl", "config.txt"})
+  for (const char* f : {"results.md", "results.json", "metrics.jsonl", "config.txt", "summary.json", "report.md"})
     EXPECT_TRUE(std::filesystem::exists(out / f)) << f;
   std::ifstream md(out / "results.md");
   std::stringstream ss;
   ss << md.rdbuf();
   EXPECT_NE(ss.str().find("DynEE*"), std::string::npos);
   // 6 methods x 2 folds x 2 evaluations.
-  std::ifstream jl(out / "runs.jsonl");
+  std::ifstream jl(out / "metrics.jsonl");
   int lines = 0;
   for (std::string l; std::getline(jl, l);) ++lines;
   EXPECT_EQ(lines, 24);
   // --summarise rebuilds the outputs from runs.jsonl alone, without training.
   const auto out2 = out.string() + "_summary";
-  ASSERT_EQ(std::system(("'" + bin + "' --summarise '" + (out / "runs.jsonl").string() +
+  ASSERT_EQ(std::system(("'" + bin + "' --summarise '" + (out / "metrics.jsonl").string() +
                          "' --out-dir '" + out2 + "' > /dev/null 2>&1").c_str()), 0);
   std::ifstream md2(out2 + "/results.md");
   std::stringstream ss2;

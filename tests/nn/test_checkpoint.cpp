@@ -318,6 +318,42 @@ TEST(NnCheckpoint, ClearErrors) {
   EXPECT_EQ(single.named_parameters()[0].second.data().to_vector<float>()[0], 0.0f);
 }
 
+// A path that is a folder opens as a stream on Linux; it must be refused by
+// name, not read as garbage header bytes. A generator offset beyond 64 bits is
+// refused naming the key and the file.
+TEST(NnCheckpoint, FolderAndOverflowingMetadataAreClearErrors) {
+  const std::string dir = make_tmp_dir();
+  std::string msg = error_of([&] { mn::nn::read_safetensors(dir); });
+  EXPECT_NE(msg.find("not a regular file"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(dir), std::string::npos) << msg;
+  msg = error_of([&] { mn::nn::read_safetensors_metadata(dir); });
+  EXPECT_NE(msg.find("not a regular file"), std::string::npos) << msg;
+  Model m(1.0);
+  msg = error_of([&] { mn::nn::load_checkpoint(dir, m); });
+  EXPECT_NE(msg.find("not a regular file"), std::string::npos) << msg;
+
+  mn::nn::Metadata md = {{"g.seed", "1"}, {"g.offset", "18446744073709551616"}};  // 2^64
+  mn::Generator g(0);
+  msg = error_of([&] { mn::nn::get_generator_state(md, "g", g, "x.safetensors"); });
+  EXPECT_NE(msg.find("g.offset"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("x.safetensors"), std::string::npos) << msg;
+  md["g.offset"] = "18446744073709551615";  // 2^64 - 1 fits
+  mn::nn::get_generator_state(md, "g", g);
+  EXPECT_EQ(g.offset(), 18446744073709551615ULL);
+}
+
+// The metadata alone, without reading the tensors.
+TEST(NnCheckpoint, MetadataOnlyRead) {
+  const std::string dir = make_tmp_dir(), path = dir + "/m.safetensors";
+  Model m(2.0);
+  mn::nn::save_checkpoint(path, m, nullptr, {{"epoch", "7"}, {"note", "caf\xc3\xa9 \"quoted\""}});
+  mn::nn::Metadata md = mn::nn::read_safetensors_metadata(path);
+  EXPECT_EQ(md.at("epoch"), "7");
+  EXPECT_EQ(md.at("note"), "caf\xc3\xa9 \"quoted\"");
+  EXPECT_EQ(md.at("format"), "metricnet-checkpoint-v1");
+  EXPECT_EQ(md, mn::nn::read_safetensors(path).metadata);
+}
+
 TEST(NnCheckpoint, CudaTensorsRoundTrip) {
   MN_SKIP_IF_NO_CUDA();
   const std::string dir = make_tmp_dir(), path = dir + "/g.safetensors";

@@ -57,7 +57,6 @@ class StudyData {
   uint64_t loader_offset() const { return loader_offset_; }
   // Online mining batch: P classes x K images, drawn with `g`.
   PKBatch pk_batch(int64_t P, int64_t K, Generator& g);
-  bool online_mining() const;
 
   // uint8 (n, H, W) -> (n, 1, H, W) float32 input on the device.
   Tensor to_input(const Tensor& images_u8) const;

@@ -1,31 +1,23 @@
 // The Omniglot study's data side (see study_data.h).
-#include "experiments/common/study_data.h"
-
-#include <sys/stat.h>
+#include "experiments/omniglot/study_data.h"
 
 #include <algorithm>
 #include <cstdio>
 
 #include "data/dataset.h"
 #include "data/image_io.h"
+#include "experiments/common/harness.h"
 #include "kernels/elementwise.h"
 
 namespace mn::exp {
-
-namespace {
-bool is_dir(const std::string& p) {
-  struct stat st;
-  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-}  // namespace
 
 StudyData::StudyData(const Flags& f, Device device) : f_(f), device_(device) {
   root_ = f.str("data-dir").empty() ? data::find_dataset_dir("omniglot") : f.str("data-dir");
   MN_CHECK(!root_.empty(), "--data-dir: Omniglot not found in $MN_DATA_DIR, $DATA_DIR, ./datasets or "
            "../shared/datasets; run data/fetch.sh or pass --data-dir");
-  MN_CHECK(is_dir(root_ + "/images_background"), "--data-dir: '", root_, "' has no images_background/ folder");
+  MN_CHECK(is_directory(root_ + "/images_background"), "--data-dir: '", root_, "' has no images_background/ folder");
   cache_dir_ = f.str("cache-dir").empty() ? data::default_cache_dir() : f.str("cache-dir");
-  lake_dir_ = is_dir(root_ + "/all_runs") ? root_ + "/all_runs" : "";
+  lake_dir_ = is_directory(root_ + "/all_runs") ? root_ + "/all_runs" : "";
   data::OmniglotSplitOptions so;
   so.root = root_;
   so.cache_dir = cache_dir_;
@@ -34,11 +26,6 @@ StudyData::StudyData(const Flags& f, Device device) : f_(f), device_(device) {
   std::printf("data: %s\n", splits_.description.c_str());
   train_classes_ = std::make_unique<data::ClassIndex>(splits_.train.labels);
   val_classes_ = std::make_unique<data::ClassIndex>(splits_.val.labels);
-}
-
-bool StudyData::online_mining() const {
-  const std::string s = f_.str("sampling");
-  return s == "batch-hard" || s == "online-semi-hard" || s == "online-random-negative";
 }
 
 void StudyData::start_loader(int64_t triplets_per_batch, uint64_t seed, uint64_t offset) {

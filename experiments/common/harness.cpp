@@ -1,0 +1,276 @@
+// The study harness's front half (see harness.h): flags, the resume contract,
+// device and presets, --evaluate, summary.json and report.md, and main()'s
+// error handling. The epoch loop and the stop control are in harness_loop.cpp.
+#include "experiments/common/harness.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <sstream>
+#include <stdexcept>
+
+#include "experiments/common/harness_internal.h"
+#include "kernels/gemm_config.h"
+#include "nn/module.h"
+#include "runtime/error.h"
+
+namespace mn::exp {
+
+// Changing these on --resume changes how long or where the run goes on, not what
+// it computes: --epochs (restored when not given), the stop flags and the device
+// of this invocation, the out dir being resumed, and where the data and its
+// packed cache live (they must hold the same data).
+const std::vector<std::string> kResumeMayChange = {"epochs", "time-limit", "stop-after", "device",
+                                                   "out-dir", "resume", "data-dir", "cache-dir"};
+
+namespace {
+// Flags of one invocation: never restored from a checkpoint.
+const char* kPerInvocation[] = {"time-limit", "stop-after", "device", "out-dir", "resume", "evaluate"};
+
+bool is_per_invocation(const std::string& k) {
+  return std::find(std::begin(kPerInvocation), std::end(kPerInvocation), k) != std::end(kPerInvocation);
+}
+
+// A usage error: exit status 2 (a bad flag, not a failed run).
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+void declare_harness_flags(Flags& f, const Study& st) {
+  f.add_string("device", "auto", "auto (a GPU when there is one), cpu, cuda or cuda:N");
+  f.add_string("out-dir", st.default_out_dir(), "where config.txt, metrics.jsonl, checkpoints, plots, "
+               "summary.json and report.md go");
+  f.add_int("seed", 1, "seed of initialisation, sampling and dropout", 0);
+  f.add_bool("resume", false, "continue the run in --out-dir from last.safetensors (also from a mid-epoch "
+             "stop) with its stored configuration; only --epochs, --time-limit, --stop-after, --device, "
+             "--out-dir, --data-dir and --cache-dir may differ");
+  f.add_double("time-limit", 0, "stop resumably before this many seconds of wall time have passed (0: none); "
+               "the progress is saved and --resume continues exactly. Exit status 3", 0, 1e9);
+  f.add_int("stop-after", 0, "stop resumably after this many training steps in this run (0: none); exit status 3",
+            0);
+  if (st.epoch_shaped()) f.add_int("epochs", st.default_epochs(), "training epochs", 1, 1000000);
+  if (st.can_evaluate()) f.add_string("evaluate", "", "only evaluate this checkpoint (written by this study)");
+  f.add_bool("tf32", false, "GPU: float32 convolutions and matrix products on TF32 tensor cores (inputs "
+             "rounded to a 10-bit mantissa, as PyTorch's cuDNN default); also MN_ALLOW_TF32=1");
+}
+
+// The stored value as flag text (what a config file would hold).
+std::string stored_text(const Json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
+  if (v.is_number_integer()) return std::to_string(v.get<long long>());
+  if (v.is_number()) return v.dump();
+  return v.dump();  // set() rejects it, naming the key
+}
+
+std::string source_name(Flags::Origin o) {
+  return o == Flags::Origin::Config ? "the --config file" : "the command line";
+}
+
+// The resume contract (harness.h): restore the stored configuration, refuse a
+// given flag that differs from it (except the ones allowed to change).
+void apply_resume_contract(Flags& f, const Study& st, const std::string& ckpt) {
+  nn::Metadata md = nn::read_safetensors_metadata(ckpt);
+  const std::string& who = md_string(md, "study", ckpt);
+  if (who != st.name())
+    throw UsageError("--resume: '" + ckpt + "' was written by " + who + ", not " + st.name() +
+                     "; resume it with " + who + " or choose another --out-dir");
+  Json cfg = Json::parse(md_string(md, "config", ckpt), nullptr, false);
+  if (cfg.is_discarded() || !cfg.is_object())
+    MN_THROW("--resume: '", ckpt, "': metadata 'config' is not a JSON object of flags");
+  std::vector<std::string> may = kResumeMayChange;
+  for (auto& k : st.resume_may_change()) may.push_back(k);
+  for (auto it = cfg.begin(); it != cfg.end(); ++it) {
+    const std::string& k = it.key();
+    if (!f.declared(k)) {
+      std::fprintf(stderr, "warning: --resume: '%s' stores flag '%s', which this binary no longer has; ignored\n",
+                   ckpt.c_str(), k.c_str());
+      continue;
+    }
+    if (is_per_invocation(k)) continue;
+    const bool given = f.user_set(k);
+    const Flags::Origin o = f.origin(k);
+    const std::string mine = f.text(k);
+    f.set(k, stored_text(it.value()), Flags::Origin::Checkpoint, "--resume: '" + ckpt + "' metadata config." + k);
+    if (!given || f.text(k) == mine) continue;
+    const std::string theirs = f.text(k);
+    if (std::find(may.begin(), may.end(), k) != may.end()) {
+      f.set(k, mine, o, source_name(o));
+      continue;
+    }
+    throw UsageError("--resume: --" + k + " is " + mine + " on " + source_name(o) + " but the run in '" + ckpt +
+                     "' used " + theirs + "; a resumed run keeps its configuration (only --epochs, --time-limit, "
+                     "--stop-after, --device, --out-dir, --data-dir, --cache-dir may change): drop --" + k +
+                     " or start a new run in another --out-dir");
+  }
+}
+
+// --evaluate: the checkpoint must come from this study; its architecture flags are restored.
+void apply_evaluate_checkpoint(Flags& f, const Study& st, const std::string& ckpt) {
+  check_regular_file(ckpt, "--evaluate");
+  nn::Metadata md = nn::read_safetensors_metadata(ckpt);
+  const std::string& who = md_string(md, "study", ckpt);
+  if (who != st.name())
+    throw UsageError("--evaluate: '" + ckpt + "' is a checkpoint of " + who + ", not of " + st.name() +
+                     " (a different network): evaluate it with " + who);
+  Json cfg = Json::parse(md_string(md, "config", ckpt), nullptr, false);
+  if (cfg.is_discarded() || !cfg.is_object())
+    MN_THROW("--evaluate: '", ckpt, "': metadata 'config' is not a JSON object of flags");
+  for (const auto& k : st.architecture_keys()) {
+    auto it = cfg.find(k);
+    if (it == cfg.end() || f.user_set(k)) continue;
+    f.set(k, stored_text(*it), Flags::Origin::Checkpoint, "--evaluate: '" + ckpt + "' metadata config." + k);
+  }
+}
+
+Device choose_device(const Flags& f) {
+  const std::string ds = f.str("device");
+  Device device;
+  try {
+    device = ds == "auto" ? (cuda_available() ? Device::cuda(0) : Device::cpu()) : parse_device(ds);
+  } catch (const Error& e) {
+    throw UsageError(std::string("--device ") + ds + ": " + e.what() + " (use auto, cpu, cuda or cuda:N)");
+  }
+  if (device.is_cuda())
+    MN_CHECK(cuda_available(), "--device ", ds, ": no CUDA device is available (",
+             cuda_compiled() ? "no GPU or driver found" : "this build has no CUDA", ")");
+  return device;
+}
+
+int evaluate_only(Study& st, Context& ctx) {
+  const std::string ckpt = ctx.flags().str("evaluate");
+  st.setup(ctx);
+  nn::load_checkpoint(ckpt, st.model(), nullptr);
+  std::printf("evaluating %s on %s\n", ckpt.c_str(), device_name(ctx.device()).c_str());
+  Json out;
+  out["checkpoint"] = ckpt;
+  out["device"] = device_name(ctx.device());
+  const std::string text = st.final_test(out);
+  write_file_atomic(ctx.out_path("evaluation.json"), out.dump() + "\n");
+  std::printf("%s", text.c_str());
+  return kExitOk;
+}
+
+}  // namespace
+
+void check_regular_file(const std::string& path, const std::string& flag) {
+  struct stat s;
+  if (::stat(path.c_str(), &s) != 0)
+    MN_THROW(flag, ": cannot open '", path, "': ", std::strerror(errno));
+  if (!S_ISREG(s.st_mode)) MN_THROW(flag, ": '", path, "' is not a regular file (a directory?)");
+}
+
+bool is_directory(const std::string& path) {
+  struct stat s;
+  return ::stat(path.c_str(), &s) == 0 && S_ISDIR(s.st_mode);
+}
+
+void make_dirs(const std::string& path, const std::string& flag) {
+  std::string cur;
+  std::stringstream ss(path);
+  std::string part;
+  if (!path.empty() && path[0] == '/') cur = "/";
+  while (std::getline(ss, part, '/')) {
+    if (part.empty()) continue;
+    cur += part + "/";
+    ::mkdir(cur.c_str(), 0755);
+  }
+  struct stat s;
+  MN_CHECK(::stat(path.c_str(), &s) == 0 && S_ISDIR(s.st_mode), flag, ": cannot create the folder '", path, "'");
+}
+
+int64_t md_int(const nn::Metadata& md, const std::string& key, const std::string& file, int64_t lo, int64_t hi) {
+  const std::string& s = md_string(md, key, file);
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(s.c_str(), &end, 10);
+  MN_CHECK(!s.empty() && *end == '\0' && errno == 0, "checkpoint '", file, "': metadata '", key, "' = '", s,
+           "' is not an integer (a damaged or foreign file?)");
+  MN_CHECK(v >= lo && v <= hi, "checkpoint '", file, "': metadata '", key, "' = ", v, " is out of range [", lo, ", ",
+           hi, "] (a damaged or foreign file?)");
+  return v;
+}
+
+double md_double(const nn::Metadata& md, const std::string& key, const std::string& file) {
+  const std::string& s = md_string(md, key, file);
+  if (s == "null") return std::nan("");  // a metric that was not finite
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  MN_CHECK(!s.empty() && *end == '\0', "checkpoint '", file, "': metadata '", key, "' = '", s,
+           "' is not a number (a damaged or foreign file?)");
+  return v;
+}
+
+const std::string& md_string(const nn::Metadata& md, const std::string& key, const std::string& file) {
+  auto it = md.find(key);
+  MN_CHECK(it != md.end(), "checkpoint '", file, "' has no metadata '", key,
+           "' (not written by this study, or by an older version)");
+  return it->second;
+}
+
+std::string exact_text(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+int run_study(std::unique_ptr<Study> study, int argc, char** argv) {
+  const std::string prog = study ? study->name() : std::string("study");
+  try {
+    Study& st = *study;
+    Flags f(st.name(), st.description());
+    declare_harness_flags(f, st);
+    st.declare_flags(f);
+    try {
+      if (!f.parse(argc, argv)) return kExitOk;
+      const bool evaluating = st.can_evaluate() && !f.str("evaluate").empty();
+      if (f.flag("resume")) {
+        if (evaluating) throw UsageError("--resume and --evaluate exclude each other");
+        const std::string ckpt = f.str("out-dir") + "/last.safetensors";
+        check_regular_file(ckpt, "--resume");
+        apply_resume_contract(f, st, ckpt);
+      }
+      if (evaluating) apply_evaluate_checkpoint(f, st, f.str("evaluate"));
+    } catch (const UsageError&) {
+      throw;
+    } catch (const Error& e) {
+      throw UsageError(e.what());
+    }
+    const bool evaluating = st.can_evaluate() && !f.str("evaluate").empty();
+    const Device device = choose_device(f);
+    try {
+      st.apply_presets(f, device, evaluating);
+      f.validate_ranges();
+      st.check_flags(f, evaluating);
+      make_dirs(f.str("out-dir"), "--out-dir");
+    } catch (const Error& e) {
+      throw UsageError(e.what());
+    }
+    if (f.user_set("tf32")) kernels::set_allow_tf32(f.flag("tf32"));
+    else if (kernels::allow_tf32()) f.set("tf32", "true", Flags::Origin::Preset, "MN_ALLOW_TF32");
+    std::printf("%s on %s%s\n", prog.c_str(), device_name(device).c_str(),
+                device.is_cuda() && kernels::allow_tf32() ? " (TF32 tensor cores on)" : "");
+    Context ctx(f, device);
+    if (evaluating) return evaluate_only(st, ctx);
+    return run_training(st, ctx);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "%s: %s\n", prog.c_str(), e.what());
+    return kExitUsage;
+  } catch (const TimeLimitTooShort& e) {
+    std::fprintf(stderr, "%s: %s\n", prog.c_str(), e.what());
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", prog.c_str(), e.what());
+    return kExitFailed;
+  } catch (...) {
+    std::fprintf(stderr, "%s: error: an unknown exception stopped the run\n", prog.c_str());
+    return kExitFailed;
+  }
+}
+
+}  // namespace mn::exp

@@ -1,0 +1,77 @@
+// The harness's private parts shared by harness.cpp and harness_loop.cpp: the
+// RunContext implementation with the stop control (signals, --stop-after,
+// --time-limit) and the epoch loop's entry point. Studies include harness.h.
+#pragma once
+#include <chrono>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "experiments/common/harness.h"
+
+namespace mn::exp {
+
+// --time-limit too short for even one step: a usage error (exit status 2).
+struct TimeLimitTooShort : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Throws naming `flag` when `path` does not exist or is not a regular file.
+void check_regular_file(const std::string& path, const std::string& flag);
+
+class Context : public RunContext {
+ public:
+  Context(Flags& f, Device d);
+  ~Context() override;
+
+  const Flags& flags() const override { return f_; }
+  Device device() const override { return device_; }
+  uint64_t seed() const override { return static_cast<uint64_t>(f_.i64("seed")); }
+  const std::string& out_dir() const override { return out_; }
+  std::string out_path(const std::string& file) const override { return out_ + "/" + file; }
+  bool resuming() const override { return f_.flag("resume"); }
+
+  void log_metrics(const Json& line) override;
+  void progress(const std::string& label, int64_t done, int64_t total, const Stats& stats) override;
+  bool stop_requested(double next_cost_s) override;
+  void count_step() override { ++steps_this_run_; }
+  Json& summary() override { return summary_; }
+  void report(const std::string& markdown) override { report_ += markdown; }
+
+  // --- for the harness ---
+  MetricsLog& open_log(long long keep_up_to);
+  MetricsLog* log() { return log_.get(); }
+  Progress& bar() { return bar_; }
+  double run_seconds() const;
+  // Why the last stop_requested() said yes ("" when it did not).
+  const std::string& stop_reason() const { return reason_; }
+  int64_t steps_this_run() const { return steps_this_run_; }
+  // Measured cost of a checkpoint write (1 s until measured).
+  double save_seconds = 1.0;
+  // Set to the remaining-work estimate of the run, shown as the ETA.
+  double eta_seconds = -1;
+  const std::string& report_text() const { return report_; }
+  // Writes summary.json and report.md, prints the report.
+  void finish_outputs();
+  // Stop requests only before steps (false while validating or testing).
+  bool before_step = true;
+
+ private:
+  Flags& f_;
+  Device device_;
+  std::string out_;
+  std::unique_ptr<MetricsLog> log_;
+  Progress bar_;
+  Json summary_ = Json::object();
+  std::string report_, reason_, phase_label_;
+  int64_t phase_total_ = -1;
+  std::chrono::steady_clock::time_point start_;
+  int64_t steps_this_run_ = 0;
+  struct SignalGuard;
+  std::unique_ptr<SignalGuard> signals_;
+};
+
+// The epoch-shaped run (or Study::run for custom studies), then the outputs.
+int run_training(Study& st, Context& ctx);
+
+}  // namespace mn::exp

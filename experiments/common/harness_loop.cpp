@@ -1,0 +1,391 @@
+// The harness's run loop (see harness.h): the epoch loop with validation, best
+// model selection, atomic checkpoints, exact (also mid-epoch) resume, the stop
+// control (signals, --stop-after, --time-limit with estimated costs), the
+// whole-run ETA, learning curves, and the final summary.json and report.md.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#include "experiments/common/harness_internal.h"
+#include "nn/module.h"
+#include "runtime/error.h"
+
+namespace mn::exp {
+
+// ------------------------------------------------------------ stop control --
+// SIGINT / SIGTERM ask the run to stop at the next step boundary and save its
+// progress (a second signal kills as usual). Installed while a Context lives.
+namespace {
+volatile std::sig_atomic_t g_stop_signal = 0;
+extern "C" void on_stop_signal(int sig) {
+  g_stop_signal = sig;
+  std::signal(sig, SIG_DFL);
+  static const char msg[] = "\n[signal] stopping after the current step and saving the progress "
+                            "(signal again to abort at once)\n";
+  ssize_t ignored = ::write(STDERR_FILENO, msg, sizeof msg - 1);  // async-signal-safe
+  (void)ignored;
+}
+}  // namespace
+
+struct Context::SignalGuard {
+  using Handler = void (*)(int);
+  Handler old_int, old_term;
+  SignalGuard() {
+    g_stop_signal = 0;
+    old_int = std::signal(SIGINT, on_stop_signal);
+    old_term = std::signal(SIGTERM, on_stop_signal);
+  }
+  ~SignalGuard() {
+    std::signal(SIGINT, old_int);
+    std::signal(SIGTERM, old_term);
+  }
+};
+
+Context::Context(Flags& f, Device d)
+    : f_(f), device_(d), out_(f.str("out-dir")), start_(std::chrono::steady_clock::now()),
+      signals_(std::make_unique<SignalGuard>()) {}
+Context::~Context() = default;
+
+double Context::run_seconds() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+MetricsLog& Context::open_log(long long keep_up_to) {
+  log_ = std::make_unique<MetricsLog>(out_path("metrics.jsonl"), keep_up_to);
+  return *log_;
+}
+
+void Context::log_metrics(const Json& line) {
+  if (!log_) open_log(resuming() ? 1LL << 62 : -1);
+  log_->write(line);
+}
+
+namespace {
+std::string stats_text(const Stats& s, size_t max_n) {
+  std::ostringstream os;
+  os.precision(4);
+  for (size_t i = 0; i < s.size() && i < max_n; ++i) os << (i ? " " : "") << s[i].first << " " << s[i].second;
+  return os.str();
+}
+}  // namespace
+
+void Context::progress(const std::string& label, int64_t done, int64_t total, const Stats& stats) {
+  if (label != phase_label_ || total != phase_total_) {  // a new phase (not every call: logs print per 10 %)
+    bar_.finish();
+    bar_.phase(label, total, done);
+    phase_label_ = label;
+    phase_total_ = total;
+  }
+  bar_.update(done, stats_text(stats, 3), "", eta_seconds);
+}
+
+bool Context::stop_requested(double next_cost_s) {
+  reason_.clear();
+  const double limit = f_.f64("time-limit");
+  const int64_t stop_after = f_.i64("stop-after");
+  if (g_stop_signal) reason_ = g_stop_signal == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)";
+  else if (before_step && stop_after > 0 && steps_this_run_ >= stop_after)
+    reason_ = "--stop-after " + std::to_string(stop_after) + " steps";
+  else if (limit > 0 && run_seconds() + next_cost_s + save_seconds > limit)
+    reason_ = "--time-limit " + Json(limit).dump() + " s";
+  return !reason_.empty();
+}
+
+void Context::finish_outputs() {
+  write_file_atomic(out_path("summary.json"), summary_.dump(2) + "\n");
+  write_file_atomic(out_path("report.md"), report_);
+  std::printf("\n%s", report_.c_str());
+  std::fflush(stdout);
+}
+
+// ------------------------------------------------------------- epoch loop --
+namespace {
+
+struct LoopState {
+  int64_t start_epoch = 0, start_iter = 0, best_epoch = -1;
+  double best = -1.0 / 0.0, total_train_s = 0, last_val_s = -1, step_s = 0;
+  Stats partial;  // the running sums of a resumed epoch, in the step's order
+  double partial_train_s = 0;
+};
+
+void put_progress(nn::Metadata& md, const LoopState& ls, int64_t epochs_done, int64_t iter, const Stats& sums,
+                  double epoch_train_s, double best, int64_t best_epoch) {
+  md["epoch"] = std::to_string(epochs_done);
+  md["iter"] = std::to_string(iter);
+  md["best_score"] = exact_text(best);
+  md["best_epoch"] = std::to_string(best_epoch);
+  std::string names;
+  for (const auto& [k, v] : sums) {
+    names += (names.empty() ? "" : ",") + k;
+    md["partial." + k] = exact_text(v);
+  }
+  md["partial.names"] = names;
+  md["partial.train_seconds"] = exact_text(epoch_train_s);
+  md["train_seconds_total"] = exact_text(ls.total_train_s);
+  md["last_val_seconds"] = exact_text(ls.last_val_s);
+  md["step_seconds"] = exact_text(ls.step_s);
+}
+
+LoopState load_progress(Study& st, const std::string& file, int64_t iters) {
+  nn::Metadata md = nn::load_checkpoint(file, st.model(), st.optimizer());
+  LoopState ls;
+  ls.start_epoch = md_int(md, "epoch", file, 0, 1000000);
+  ls.start_iter = md_int(md, "iter", file, 0, 1LL << 40);
+  ls.best = md_double(md, "best_score", file);
+  if (std::isnan(ls.best)) ls.best = -1.0 / 0.0;
+  ls.best_epoch = md_int(md, "best_epoch", file, -1, ls.start_epoch);
+  ls.total_train_s = md_double(md, "train_seconds_total", file);
+  ls.last_val_s = md_double(md, "last_val_seconds", file);
+  ls.step_s = md_double(md, "step_seconds", file);
+  ls.partial_train_s = md_double(md, "partial.train_seconds", file);
+  std::stringstream names(md_string(md, "partial.names", file));
+  std::string k;
+  while (std::getline(names, k, ','))
+    if (!k.empty()) ls.partial.emplace_back(k, md_double(md, "partial." + k, file));
+  MN_CHECK(ls.start_iter <= iters, "--resume: '", file, "' stopped at step ", ls.start_iter,
+           " of an epoch, but an epoch has ", iters, " steps now");
+  st.load_state(md, file);
+  return ls;
+}
+
+Json epoch_line(int64_t epoch, const Stats& sums, int64_t iters, const Stats& val, const Stats& extras,
+                double train_s, double val_s, double items_per_s, const std::string& items) {
+  Json j;
+  j["epoch"] = epoch;
+  for (const auto& [k, v] : sums) j[k] = metric_number(v / static_cast<double>(iters));
+  for (const auto& [k, v] : val) j[k] = metric_number(v);
+  for (const auto& [k, v] : extras) j[k] = metric_number(v);
+  j["train_seconds"] = metric_number(train_s);
+  j["val_seconds"] = metric_number(val_s);
+  j[items + "_per_second"] = metric_number(items_per_s);
+  return j;
+}
+
+double value_of(const Stats& s, const std::string& key, const char* what) {
+  for (const auto& [k, v] : s)
+    if (k == key) return v;
+  MN_THROW("study: ", what, " has no entry '", key, "'");
+}
+
+std::string epochs_table(const std::vector<Json>& lines, const std::string& sel) {
+  std::ostringstream os;
+  os << "| epoch | train_loss | " << sel << " |\n|---:|---:|---:|\n";
+  for (const auto& l : lines) {
+    auto num = [&](const char* k) { return l.contains(k) && l[k].is_number() ? l[k].dump() : std::string("-"); };
+    os << "| " << num("epoch") << " | " << num("train_loss") << " | " << num(sel.c_str()) << " |\n";
+  }
+  return os.str();
+}
+
+int train_epochs(Study& st, Context& ctx) {
+  const Flags& f = ctx.flags();
+  const std::string last = ctx.out_path("last.safetensors"), best_path = ctx.out_path("best.safetensors");
+  const int64_t epochs = f.i64("epochs"), iters = st.steps_per_epoch(), items = st.items_per_step();
+  MN_CHECK(iters > 0, st.name(), ": steps_per_epoch() must be positive");
+  LoopState ls;
+  if (ctx.resuming()) {
+    ls = load_progress(st, last, iters);
+    std::printf("resuming after epoch %lld%s from %s\n", static_cast<long long>(ls.start_epoch),
+                ls.start_iter ? (" and " + std::to_string(ls.start_iter) + " steps of the next").c_str() : "",
+                last.c_str());
+  }
+  write_file_atomic(ctx.out_path("config.txt"), f.to_config());
+  MetricsLog& log = ctx.open_log(ctx.resuming() ? ls.start_epoch : -1);
+  const std::string sel = st.selection_metric(), item_name = st.items_name();
+
+  // Cost estimates for --time-limit and the ETA.
+  auto val_estimate = [&] {
+    if (ls.last_val_s >= 0) return ls.last_val_s;
+    // Not measured yet: a forward pass per validation item at the training
+    // cost per item (forward + backward + update: about 3x a forward, so this
+    // errs on the safe side).
+    return items > 0 && ls.step_s > 0 ? st.validation_work() * ls.step_s / items : 0.0;
+  };
+  auto update_eta = [&](int64_t epoch, int64_t it, bool validated) {
+    const double steps_left = static_cast<double>((epochs - epoch) * iters + (iters - it));
+    const double vals_left = static_cast<double>(epochs - epoch) + (validated ? 0 : 1);
+    ctx.eta_seconds = ls.step_s > 0 ? steps_left * ls.step_s + (vals_left + 1) * val_estimate() : -1;
+  };
+  auto stop_now = [&](int64_t epoch, int64_t done, const Stats& sums, double epoch_train_s) {
+    if (ctx.steps_this_run() == 0 && ctx.stop_reason().rfind("--time-limit", 0) == 0)
+      throw TimeLimitTooShort("--time-limit " + f.text("time-limit") + " s is too short for even one training "
+                              "step: setting up took " + Json(std::round(ctx.run_seconds() * 10) / 10).dump() +
+                              " s and a checkpoint write about " + Json(std::round(ctx.save_seconds * 10) / 10).dump() +
+                              " s; give a longer --time-limit");
+    nn::Metadata md;
+    st.save_state(md);
+    md["study"] = st.name();
+    md["config"] = f.to_json();
+    put_progress(md, ls, epoch - 1, done, sums, epoch_train_s, ls.best, ls.best_epoch);
+    nn::save_checkpoint(last, st.model(), st.optimizer(), md);
+    ctx.bar().finish();
+    std::printf("\nstopped: %s, at epoch %lld after %lld of %lld steps%s. The progress is saved in %s; "
+                "continue with the same command and --resume.\n", ctx.stop_reason().c_str(),
+                static_cast<long long>(epoch), static_cast<long long>(done), static_cast<long long>(iters),
+                done == iters ? " (validation pending)" : "", last.c_str());
+    std::fflush(stdout);
+    return kExitResumable;
+  };
+
+  std::vector<Series> curves(2);
+  curves[0].title = sel;
+  curves[1].title = "train_loss";
+  curves[1].right_axis = true;
+  auto add_point = [&](const Json& l) {
+    auto num = [&](const std::string& k) { return l.contains(k) && l[k].is_number() ? l[k].get<double>() : NAN; };
+    curves[0].x.push_back(num("epoch"));
+    curves[0].y.push_back(num(sel));
+    curves[1].x.push_back(num("epoch"));
+    curves[1].y.push_back(num("train_loss"));
+  };
+  for (const auto& l : log.lines()) add_point(l);
+
+  for (int64_t epoch = ls.start_epoch + 1; epoch <= epochs; ++epoch) {
+    st.begin_epoch(epoch);
+    const bool resumed_epoch = epoch == ls.start_epoch + 1;
+    const int64_t first_it = resumed_epoch ? ls.start_iter + 1 : 1;
+    Stats sums = resumed_epoch ? ls.partial : Stats{};
+    double epoch_train_s = resumed_epoch ? ls.partial_train_s : 0.0;
+    ctx.bar().phase("epoch " + std::to_string(epoch) + "/" + std::to_string(epochs), iters, first_it - 1);
+    const auto seg_start = std::chrono::steady_clock::now();
+    auto seg_seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - seg_start).count(); };
+    int64_t seg_items = 0;
+    for (int64_t it = first_it; it <= iters; ++it) {
+      ctx.before_step = true;
+      if (ctx.stop_requested(ls.step_s)) {
+        const double s = seg_seconds();
+        ls.total_train_s += s;
+        return stop_now(epoch, it - 1, sums, epoch_train_s + s);
+      }
+      Stats s = st.train_step();
+      MN_CHECK(!s.empty(), st.name(), ": train_step() returned no stats");
+      if (!std::isfinite(s[0].second)) {
+        ctx.bar().finish();
+        std::fprintf(stderr, "\nerror: the %s became %s at epoch %lld step %lld; stopping. The last good checkpoint "
+                     "is %s (after epoch %lld).\n", s[0].first.c_str(), std::isnan(s[0].second) ? "NaN" : "infinite",
+                     static_cast<long long>(epoch), static_cast<long long>(it), last.c_str(),
+                     static_cast<long long>(epoch - 1));
+        return kExitFailed;
+      }
+      ctx.count_step();
+      if (sums.empty() && it == 1) for (const auto& kv : s) sums.emplace_back(kv.first, 0.0);
+      MN_CHECK(sums.size() == s.size(), st.name(), ": train_step() returned ", s.size(), " stats, the epoch has ",
+               sums.size(), " (resumed from a checkpoint of another version?)");
+      for (size_t i = 0; i < s.size(); ++i) {
+        MN_CHECK(sums[i].first == s[i].first, st.name(), ": train_step() stat ", i, " is '", s[i].first,
+                 "', expected '", sums[i].first, "'");
+        sums[i].second += s[i].second;
+      }
+      seg_items += items;
+      const double e = seg_seconds();
+      ls.step_s = e / static_cast<double>(it - first_it + 1);
+      update_eta(epoch, it, false);
+      Stats shown;
+      for (const auto& [k, v] : sums) shown.emplace_back(k, v / static_cast<double>(it));
+      char rate[48];
+      std::snprintf(rate, sizeof rate, "%.0f %s/s", e > 0 ? (items ? seg_items / e : (it - first_it + 1) / e) : 0.0,
+                    items ? item_name.c_str() : "steps");
+      ctx.bar().update(it, stats_text(shown, 2), rate, ctx.eta_seconds);
+    }
+    ctx.bar().finish();
+    const double seg_s = first_it <= iters ? seg_seconds() : 0.0;
+    epoch_train_s += seg_s;
+    ls.total_train_s += seg_s;
+    ctx.before_step = false;
+    if (ctx.stop_requested(val_estimate())) return stop_now(epoch, iters, sums, epoch_train_s);
+
+    update_eta(epoch, iters, false);
+    ctx.bar().phase("validation " + std::to_string(epoch) + "/" + std::to_string(epochs), 1, 0);
+    ctx.bar().update(0, "", "", ctx.eta_seconds);
+    const auto val_start = std::chrono::steady_clock::now();
+    const Stats val = st.validate();
+    const double val_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - val_start).count();
+    ls.last_val_s = val_s;
+    update_eta(epoch, iters, true);
+    ctx.bar().update(1, "", "", ctx.eta_seconds);
+    ctx.bar().finish();
+    const double score = value_of(val, sel, "validate()");
+    const bool improved = score > ls.best;
+    if (improved) {
+      ls.best = score;
+      ls.best_epoch = epoch;
+    }
+    const double ips = epoch_train_s > 0 ? (items ? iters * items : iters) / epoch_train_s : 0.0;
+    const Json line = epoch_line(epoch, sums, iters, val, st.epoch_extras(), epoch_train_s, val_s, ips,
+                                 items ? item_name : "steps");
+    log.write(line);
+    Stats means;
+    for (const auto& [k, v] : sums) means.emplace_back(k, v / static_cast<double>(iters));
+    std::printf("epoch %lld: %s | validation: %s (best %s %.4g at epoch %lld)\n", static_cast<long long>(epoch),
+                stats_text(means, 8).c_str(), stats_text(val, 8).c_str(), sel.c_str(), ls.best,
+                static_cast<long long>(ls.best_epoch));
+    std::fflush(stdout);
+    const auto save_start = std::chrono::steady_clock::now();
+    nn::Metadata md;
+    st.save_state(md);
+    md["study"] = st.name();
+    md["config"] = f.to_json();
+    put_progress(md, ls, epoch, 0, {}, 0.0, ls.best, ls.best_epoch);
+    nn::save_checkpoint(last, st.model(), st.optimizer(), md);
+    if (improved) nn::save_checkpoint(best_path, st.model(), nullptr, md);
+    ctx.save_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - save_start).count();
+    add_point(line);
+    plot_png(ctx.out_path("learning_curve.png"), st.plot_title(), "epoch", sel, "training loss", curves);
+  }
+  if (g_stop_signal) {
+    std::printf("\nstopped by a signal after the last epoch; %s holds the trained model: --resume runs the final "
+                "test.\n", last.c_str());
+    return kExitResumable;
+  }
+  ctx.before_step = false;
+
+  // Final test with the model selected on validation.
+  const double total_items = static_cast<double>(epochs) * static_cast<double>(iters) * std::max<int64_t>(items, 1);
+  Json& sum = ctx.summary();
+  sum["study"] = st.name();
+  sum["device"] = device_name(ctx.device());
+  sum["config"] = Json::parse(f.to_json());
+  sum["best_" + sel] = metric_number(ls.best);
+  sum["best_epoch"] = ls.best_epoch;
+  sum["train_seconds"] = metric_number(ls.total_train_s);
+  sum[std::string("train_") + (items ? item_name : "steps") + "_per_second"] =
+      metric_number(ls.total_train_s > 0 ? total_items / ls.total_train_s : 0);
+  if (ls.best_epoch > 0) nn::load_checkpoint(best_path, st.model(), nullptr);
+  const std::string test = st.final_test(sum);
+  std::ostringstream rep;
+  rep << "# " << st.name() << ": report\n\n"
+      << "- device: " << device_name(ctx.device()) << "\n"
+      << "- " << epochs << " epochs x " << iters << " steps, " << format_duration(ls.total_train_s) << " of training\n"
+      << "- best validation " << sel << ": " << ls.best << " at epoch " << ls.best_epoch << "\n"
+      << "- outputs: metrics.jsonl, learning_curve.png, last/best.safetensors, summary.json, config.txt\n\n"
+      << "## Epochs\n\n" << epochs_table(log.lines(), sel) << "\n";
+  if (!test.empty()) rep << "## Final test (best validation model)\n\n" << test << "\n";
+  ctx.report(rep.str());
+  return kExitOk;
+}
+
+}  // namespace
+
+int run_training(Study& st, Context& ctx) {
+  int rc;
+  if (st.epoch_shaped()) {
+    st.setup(ctx);
+    rc = train_epochs(st, ctx);
+  } else {
+    st.setup(ctx);
+    ctx.summary()["study"] = st.name();
+    ctx.summary()["device"] = device_name(ctx.device());
+    ctx.summary()["config"] = Json::parse(ctx.flags().to_json());
+    write_file_atomic(ctx.out_path("config.txt"), ctx.flags().to_config());
+    rc = st.run(ctx);
+  }
+  if (rc == kExitOk) ctx.finish_outputs();
+  return rc;
+}
+
+}  // namespace mn::exp

@@ -1,0 +1,279 @@
+// The shared part of the Omniglot studies (see omniglot_base.h).
+#include "experiments/omniglot/omniglot_base.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "autograd/ops.h"
+#include "data/dataset.h"
+#include "data/lake_runs.h"
+#include "data/omniglot.h"
+#include "experiments/omniglot/names.h"
+#include "experiments/omniglot/omniglot_study.h"
+#include "runtime/error.h"
+
+namespace mn::exp {
+
+// ------------------------------------------------------------------ flags --
+void OmniglotStudy::declare_flags(Flags& f) {
+  const bool tri = name() == "omniglot_triplet";
+  f.add_string("preset", "auto", "auto: the study's full protocol on a GPU, the CPU demo without one",
+               {"auto", "full", "cpu-demo"});
+  f.add_string("data-dir", "", "folder holding images_background/, images_evaluation/, all_runs/ "
+               "(default: $MN_DATA_DIR, ./datasets or ../shared/datasets, subfolder omniglot)");
+  f.add_string("cache-dir", "", "packed-image cache (default: data/'s default cache folder)");
+  f.add_string("test-dir", "", "also score N-way tasks drawn from this Omniglot-layout folder");
+  f.add_int("test-tasks", 400, "number of N-way tasks drawn from --test-dir", 1, INT_MAX);
+  f.add_int("test-way", 20, "N of the --test-dir tasks", 2, INT_MAX);
+  f.add_int("iters", 500, "iterations per epoch", 1, INT_MAX);
+  f.add_int("batch", 50, tri ? "triplets per iteration" : "pairs per iteration (even)", tri ? 1 : 2, 1 << 20);
+  declare_kind_flags(f);
+  f.add_string("activation", "relu", "activation of the convolutions", {"relu", "elu", "selu"});
+  f.add_bool("input-norm", false, "scale inputs to [0, 1] (ink = 1) instead of raw 0..255 (ink = 255)");
+  f.add_bool("lrn", false, "local response normalisation after each pooling layer");
+  f.add_bool("batchnorm", false, "batch normalisation after each pooling layer");
+  f.add_double("dropout", 0.0, "dropout rate after each pooling layer and before the dense layer", 0.0, 0.99);
+  f.add_bool("augment", false, "Koch's random affine distortions of training images");
+  f.add_string("optimizer", "adam", tri ? "adam (the study) or sgd" : "adam (the study's baseline) or sgd "
+               "(Koch's layer-wise schedule: momentum ramp, lr x0.99 per epoch)", {"adam", "sgd"});
+  f.add_double("lr", tri ? 1e-4 : 6e-5, "learning rate", 0.0);
+  f.add_double("conv-decay", 2e-4, "L2 weight decay of the convolutions", 0.0);
+  f.add_double("dense-decay", 1e-3, "L2 weight decay of the dense layer(s)", 0.0);
+  f.add_double("momentum", 0.9, "sgd: final momentum (ramped linearly from 0.5)", 0.0, 0.999);
+  f.add_int("momentum-epochs", 10, "sgd: epochs of the momentum ramp", 0, 1000000);
+  f.add_double("lr-decay", 0.99, "sgd: learning rate factor per epoch", 1e-6, 1.0);
+  const char* groups = tri ? "conv,dense" : "conv1,conv2,conv3,conv4,dense,head";
+  f.add_string("group-lr", "", std::string("per-layer learning-rate multipliers, comma-separated, for the "
+               "parameter groups ") + groups + " (Koch et al. tune one rate per layer; empty: all 1)");
+  f.add_string("group-momentum", "", std::string("sgd: per-layer final momenta for ") + groups +
+               " (empty: --momentum for all)");
+  f.add_int("val-triplets", 10000, tri ? "verification triplets per validation" : "verification pairs per validation",
+            1, INT_MAX);
+  f.add_int("val-tasks", 320, "one-shot validation tasks (an anchor and N candidates)", 1, INT_MAX);
+  f.add_int("val-way", 20, "N of the validation tasks", 2, INT_MAX);
+  f.add_int("train-max-drawer", 20, "train only on drawers 1..N (Koch et al.: 12)", 1, 20);
+  f.add_double("width", 1.0, "channel multiplier of the Koch branch (1: 64/128/128/256)", 0.01, 16.0);
+  f.add_int("embedding", 4096, "size of the dense embedding", 1, 1 << 20);
+  f.add_bool("sigmoid-embedding", true, "sigmoid after the dense layer (Koch)");
+  f.add_string("init", tri ? "study" : "koch", "initialisation: study (N(0,0.002) convs) or koch (N(0,0.01) convs)",
+               {"study", "koch"});
+  f.add_int("eval-batch", 200, "images per forward pass in evaluation", 1, 1 << 20);
+}
+
+// The CPU demo: the same protocol and initialisation, scaled down (a quarter of
+// the channels, a 512-d embedding, fewer and smaller iterations, a higher
+// learning rate) to finish in a few minutes on 2 cores and visibly learn.
+void OmniglotStudy::apply_presets(Flags& f, Device device, bool evaluating) {
+  const std::string preset = f.str("preset");
+  if (!(preset == "cpu-demo" || (preset == "auto" && device.is_cpu() && !evaluating))) return;
+  const std::pair<const char*, const char*> demo[] = {
+      {"epochs", "6"},      {"iters", "80"},          {"batch", "16"},     {"width", "0.25"},
+      {"embedding", "512"}, {"val-triplets", "1000"}, {"val-tasks", "100"}, {"lr", "3e-4"},
+      {"test-tasks", "100"}};
+  for (auto& [k, v] : demo)  // never over a value the user or a resumed checkpoint set
+    if (f.origin(k) == Flags::Origin::Default) f.set(k, v, Flags::Origin::Preset, "cpu-demo preset");
+  std::printf("== CPU demo preset: a scaled-down run (width %.2f, %lld epochs x %lld iterations of %lld) that "
+              "finishes in minutes on 2 cores.\n== The study's full protocol needs a GPU: run on a CUDA "
+              "machine (--device auto picks it) or pass --preset full.\n",
+              f.f64("width"), static_cast<long long>(f.i64("epochs")), static_cast<long long>(f.i64("iters")),
+              static_cast<long long>(f.i64("batch")));
+}
+
+void OmniglotStudy::check_flags(const Flags& f, bool evaluating) const {
+  if (!f.str("data-dir").empty()) {
+    MN_CHECK(is_directory(f.str("data-dir")), "--data-dir: '", f.str("data-dir"), "' is not a folder; give the folder "
+             "holding images_background/ (or leave it out to search the default places)");
+    MN_CHECK(is_directory(f.str("data-dir") + "/images_background"), "--data-dir: '", f.str("data-dir"),
+             "' has no images_background/ folder; give the Omniglot folder");
+  } else {
+    MN_CHECK(!data::find_dataset_dir("omniglot").empty(), "--data-dir: Omniglot not found in $MN_DATA_DIR, "
+             "$DATA_DIR, ./datasets or ../shared/datasets; run data/fetch.sh or pass --data-dir");
+  }
+  if (!f.str("test-dir").empty())
+    MN_CHECK(is_directory(f.str("test-dir")), "--test-dir: '", f.str("test-dir"), "' is not a folder; give an "
+             "Omniglot-layout folder (alphabet/character/image.png)");
+  if (!f.str("cache-dir").empty() && !is_directory(f.str("cache-dir")))
+    make_dirs(f.str("cache-dir"), "--cache-dir");
+  if (!evaluating) {
+    // One value per parameter group: checked now, not after the data is loaded.
+    const size_t n = name() == "omniglot_triplet" ? 2 : 6;
+    (void)per_group_list(f, "group-lr", n);
+    (void)per_group_list(f, "group-momentum", n);
+  }
+  check_kind_flags(f);
+}
+
+std::vector<std::string> OmniglotStudy::architecture_keys() const {
+  return {"width", "embedding", "activation", "lrn", "batchnorm", "dropout", "sigmoid-embedding", "share",
+          "input-norm"};
+}
+
+std::vector<double> per_group_list(const Flags& f, const std::string& key, size_t n) {
+  std::vector<double> out;
+  std::stringstream ss(f.str(key));
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    double v = std::strtod(item.c_str(), &end);
+    MN_CHECK(!item.empty() && *end == '\0' && std::isfinite(v) && v >= 0, "--", key, ": '", item,
+             "' is not a number >= 0");
+    out.push_back(v);
+  }
+  MN_CHECK(out.empty() || out.size() == n, "--", key, ": expected ", n, " comma-separated values (one per "
+           "parameter group), got ", out.size());
+  return out;
+}
+
+std::vector<double> OmniglotStudy::per_group(const std::string& key, size_t n, double def) const {
+  std::vector<double> v = per_group_list(*f_, key, n);
+  return v.empty() ? std::vector<double>(n, def) : v;
+}
+
+// ----------------------------------------------------------------- set-up --
+void OmniglotStudy::setup(RunContext& ctx) {
+  f_ = &ctx.flags();
+  device_ = ctx.device();
+  init_gen_ = Generator(ctx.seed());
+  sample_gen_ = Generator(ctx.seed() * 7919 + 17);
+  loader_seed_ = ctx.seed() * 104729 + 3;
+  data_ = std::make_unique<StudyData>(*f_, device_);
+  nn::KochBranchOptions o;
+  o.width = f_->f64("width");
+  o.embedding = f_->i64("embedding");
+  o.activation = activation_by_name(f_->str("activation"));
+  o.lrn = f_->flag("lrn");
+  o.batchnorm = f_->flag("batchnorm");
+  o.dropout = f_->f64("dropout");
+  o.sigmoid_embedding = f_->flag("sigmoid-embedding");
+  o.init = f_->str("init") == "koch" ? nn::KochInit::koch() : nn::KochInit::study();
+  o.device = device_;
+  build_net(o, init_gen_);
+  std::vector<nn::ParamGroup> groups = param_groups();
+  std::vector<double> lr_mult = per_group("group-lr", groups.size(), 1.0);
+  std::vector<double> moms = per_group("group-momentum", groups.size(), f_->f64("momentum"));
+  for (size_t i = 0; i < groups.size(); ++i) groups[i].lr *= lr_mult[i];
+  const std::string opt = f_->str("optimizer");
+  if (opt == "sgd")
+    for (size_t i = 0; i < groups.size(); ++i) groups[i].momentum = moms[i];
+  opt_ = optimizer_by_name(opt, groups);
+  if (opt == "sgd") {
+    lr_sched_ = std::make_unique<nn::ExponentialDecay>(*opt_, f_->f64("lr-decay"));
+    mom_sched_ = std::make_unique<nn::MomentumRamp>(*opt_, 0.5, f_->i64("momentum-epochs"));
+  }
+}
+
+void OmniglotStudy::begin_epoch(int64_t epoch) {
+  if (lr_sched_) lr_sched_->apply(epoch - 1);
+  if (mom_sched_) mom_sched_->apply(epoch - 1);
+  // The loader starts here, after a resume restored its generator state.
+  if (!loader_started_ && loader_triplets() > 0) {
+    data_->start_loader(loader_triplets(), loader_seed_, loader_offset_);
+    loader_started_ = true;
+  }
+}
+
+// ------------------------------------------------------------- checkpoints --
+void OmniglotStudy::save_state(nn::Metadata& md) const {
+  nn::put_generator_state(md, "rng.sample", sample_gen_);
+  nn::put_generator_state(md, "rng.loader", loader_started_ ? Generator(data_->loader_seed(), data_->loader_offset())
+                                                            : Generator(loader_seed_, loader_offset_));
+  nn::put_generator_state(md, "rng.dropout", branch().dropout_generator());
+}
+
+void OmniglotStudy::load_state(const nn::Metadata& md, const std::string& file) {
+  nn::get_generator_state(md, "rng.sample", sample_gen_, file);
+  nn::get_generator_state(md, "rng.dropout", branch().dropout_generator(), file);
+  Generator lg;
+  nn::get_generator_state(md, "rng.loader", lg, file);
+  loader_seed_ = lg.seed();
+  loader_offset_ = lg.offset();
+}
+
+// -------------------------------------------------------------- evaluation --
+// (Q, H, W) x (C, H, W) uint8 -> (Q, C): distances (triplet) or similarities (siamese).
+Tensor OmniglotStudy::score_matrix(const Tensor& queries, const Tensor& candidates) {
+  ag::NoGradGuard ng;
+  model().eval();
+  Tensor out = score_inputs(data_->to_input(queries), data_->to_input(candidates));
+  model().train();
+  return out;
+}
+
+Stats OmniglotStudy::validate() {
+  const double verif = verification_accuracy();
+  data::OneShotResult os = data::evaluate_tasks(
+      data_->val_set(), data_->val_tasks(), [&](const Tensor& q, const Tensor& c) { return score_matrix(q, c); },
+      score_kind());
+  return {{"val_verification_percent", 100 * verif}, {"val_one_shot_percent", 100.0 - os.error_percent}};
+}
+
+// Images a validation embeds: 3 per verification triplet (2 per pair, counted
+// as 3 to err on the safe side) and an anchor plus N candidates per task.
+int64_t OmniglotStudy::validation_work() const {
+  return 3 * f_->i64("val-triplets") + f_->i64("val-tasks") * (f_->i64("val-way") + 1);
+}
+
+// N-way tasks from --test-dir (any Omniglot-layout folder).
+bool OmniglotStudy::test_dir_eval(data::OneShotResult* r) {
+  if (f_->str("test-dir").empty()) return false;
+  data::OmniglotLoadOptions lo;
+  lo.cache_dir = data_->cache_dir();
+  data::ImageDataset ds = data::load_omniglot_set(f_->str("test-dir"), lo);
+  data::TaskOptions to;
+  to.n_way = static_cast<int>(f_->i64("test-way"));
+  to.num_tasks = static_cast<int>(f_->i64("test-tasks"));
+  to.seed = 424242;
+  to.kind = data::TaskKind::LakeKoch;
+  auto tasks = data::make_one_shot_tasks(ds, to);
+  *r = data::evaluate_tasks(ds, tasks, [&](const Tensor& q, const Tensor& c) { return score_matrix(q, c); },
+                            score_kind());
+  return true;
+}
+
+namespace {
+Json result_json(const data::OneShotResult& r) {
+  Json per = Json::array();
+  for (double g : r.group_error_percent) per.push_back(metric_number(100.0 - g));
+  Json j;
+  j["accuracy_percent"] = metric_number(100.0 - r.error_percent);
+  j["trials"] = r.trials;
+  j["ties"] = r.ties;
+  j["per_group_accuracy_percent"] = per;
+  return j;
+}
+std::string result_line(const std::string& what, const data::OneShotResult& r) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "- %s: %.2f %% one-shot accuracy (%lld trials, %.2f %% error)\n", what.c_str(),
+                100.0 - r.error_percent, static_cast<long long>(r.trials), r.error_percent);
+  return buf;
+}
+}  // namespace
+
+std::string OmniglotStudy::final_test(Json& out) {
+  std::string text;
+  if (!data_->lake_dir().empty()) {
+    data::OneShotResult r = data::evaluate_lake_runs_batched(
+        data_->lake_runs(), [&](const Tensor& q, const Tensor& c) { return score_matrix(q, c); }, score_kind());
+    text += result_line("Lake's 400 trials", r);
+    out["lake"] = result_json(r);
+  } else {
+    text += "- Lake's runs not found (no all_runs/ folder): no Lake test\n";
+  }
+  data::OneShotResult tr;
+  if (test_dir_eval(&tr)) {
+    text += result_line("--test-dir " + f_->str("test-dir"), tr);
+    out["test_dir"] = result_json(tr);
+  }
+  return text;
+}
+
+// ---------------------------------------------------------------- binaries --
+int run_omniglot_study(StudyKind kind, int argc, char** argv) {
+  return run_study(kind == StudyKind::Triplet ? make_omniglot_triplet_study() : make_omniglot_siamese_study(), argc,
+                   argv);
+}
+
+}  // namespace mn::exp

@@ -1,0 +1,110 @@
+// What the two Omniglot studies share (see omniglot_study.h): flags and the
+// CPU demo preset, data (StudyData), the optimizer and its schedules,
+// validation (verification + one-shot tasks), the final test (Lake's 400
+// trials, --test-dir tasks) and the RNG state in checkpoints. A subclass adds
+// its network, training step and scoring through the protected hooks.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autograd/ops.h"
+#include "autograd/variable.h"
+#include "data/tasks.h"
+#include "experiments/common/harness.h"
+#include "experiments/omniglot/study_data.h"
+#include "nn/models/koch.h"
+#include "nn/optim/optimizer.h"
+#include "nn/optim/schedule.h"
+
+namespace mn::exp {
+
+class OmniglotStudy : public Study {
+ public:
+  int64_t default_epochs() const override { return 50; }
+  void declare_flags(Flags& f) override;
+  void apply_presets(Flags& f, Device device, bool evaluating) override;
+  void check_flags(const Flags& f, bool evaluating) const override;
+  std::vector<std::string> architecture_keys() const override;
+  std::vector<std::string> resume_may_change() const override { return {"eval-batch", "test-dir", "test-tasks", "test-way"}; }
+  bool can_evaluate() const override { return true; }
+  void setup(RunContext& ctx) override;
+
+  int64_t steps_per_epoch() const override { return f_->i64("iters"); }
+  void begin_epoch(int64_t epoch) override;
+  Stats validate() override;
+  std::string selection_metric() const override { return "val_one_shot_percent"; }
+  int64_t validation_work() const override;
+  Stats epoch_extras() const override { return {{"lr", opt_->group(0).lr}}; }
+  std::string final_test(Json& out) override;
+  nn::Optimizer* optimizer() override { return opt_.get(); }
+  void save_state(nn::Metadata& md) const override;
+  void load_state(const nn::Metadata& md, const std::string& file) override;
+
+ protected:
+  // ---- what a network kind adds ----
+  virtual void declare_kind_flags(Flags& f) = 0;
+  virtual void check_kind_flags(const Flags&) const {}
+  virtual void build_net(const nn::KochBranchOptions& o, Generator& init) = 0;
+  virtual std::vector<nn::ParamGroup> param_groups() const = 0;
+  virtual nn::KochBranch& branch() const = 0;
+  // Triplets per loader batch (0: the loader is not used, e.g. online mining).
+  virtual int64_t loader_triplets() const = 0;
+  // Validation verification accuracy in [0, 1].
+  virtual double verification_accuracy() = 0;
+  // (Q, 1, S, S) x (C, 1, S, S) inputs -> (Q, C) distances or similarities.
+  virtual Tensor score_inputs(const Tensor& queries, const Tensor& candidates) = 0;
+  virtual data::ScoreKind score_kind() const = 0;
+
+  // ---- shared helpers ----
+  // Embeds `x` in chunks of --eval-batch with `embed` (no gradient).
+  template <typename F>
+  ag::Variable embed_chunked(const Tensor& x, F embed) const;
+  // Calls fn(i, n, slice) for consecutive chunks [i, i + n) of `count` validation
+  // items (eval-batch / 3 each, so a triplet chunk is one eval batch); slice(v)
+  // is the validation images v[i..i+n) as inputs.
+  template <typename F>
+  void for_validation_chunks(size_t count, F fn) const;
+  // A comma-separated list flag, one value per parameter group (empty: `def` for all).
+  std::vector<double> per_group(const std::string& key, size_t n, double def) const;
+
+  const Flags* f_ = nullptr;
+  Device device_;
+  Generator init_gen_, sample_gen_;
+  std::unique_ptr<StudyData> data_;
+  std::unique_ptr<nn::Optimizer> opt_;
+  std::unique_ptr<nn::ExponentialDecay> lr_sched_;
+  std::unique_ptr<nn::MomentumRamp> mom_sched_;
+  uint64_t loader_seed_ = 0, loader_offset_ = 0;
+  bool loader_started_ = false;
+
+ private:
+  Tensor score_matrix(const Tensor& queries_u8, const Tensor& candidates_u8);
+  bool test_dir_eval(data::OneShotResult* r);
+};
+
+// The values of a comma-separated per-group list flag (empty: none); throws
+// naming the flag unless there are exactly `n`.
+std::vector<double> per_group_list(const Flags& f, const std::string& key, size_t n);
+
+template <typename F>
+ag::Variable OmniglotStudy::embed_chunked(const Tensor& x, F embed) const {
+  const int64_t n = x.size(0), step = f_->i64("eval-batch");
+  std::vector<ag::Variable> parts;
+  for (int64_t i = 0; i < n; i += step) parts.push_back(embed(ag::Variable(x.narrow(0, i, std::min(step, n - i)))));
+  return parts.size() == 1 ? parts[0] : ag::concat(parts, 0);
+}
+
+template <typename F>
+void OmniglotStudy::for_validation_chunks(size_t count, F fn) const {
+  const size_t chunk = static_cast<size_t>(std::max<int64_t>(1, f_->i64("eval-batch") / 3));
+  for (size_t i = 0; i < count; i += chunk) {
+    const size_t n = std::min(chunk, count - i);
+    auto slice = [&](const std::vector<int64_t>& v) {
+      return data_->val_input(std::vector<int64_t>(v.begin() + i, v.begin() + i + n));
+    };
+    fn(i, n, slice);
+  }
+}
+
+}  // namespace mn::exp

@@ -1,0 +1,95 @@
+// omniglot_siamese: Koch et al.'s siamese CNN (the study's baseline). Training
+// turns B/2 loader triplets into B pairs (a, p) genuine and (a, n) impostor
+// with Koch's weighted-L1 + logistic head and BCE loss; scoring is the head's
+// similarity logit for every (query, candidate) pair.
+#include <algorithm>
+
+#include "autograd/ops.h"
+#include "experiments/omniglot/omniglot_base.h"
+#include "experiments/omniglot/omniglot_study.h"
+#include "nn/losses/losses.h"
+
+namespace mn::exp {
+namespace {
+
+using ag::Variable;
+
+class SiameseStudy : public OmniglotStudy {
+ public:
+  std::string name() const override { return "omniglot_siamese"; }
+  std::string description() const override {
+    return "Koch et al.'s siamese CNN on Omniglot one-shot (the study's baseline).";
+  }
+  std::string plot_title() const override { return "siamese CNN on Omniglot"; }
+  nn::Module& model() override { return *net_; }
+  int64_t items_per_step() const override { return 3 * (f_->i64("batch") / 2); }
+
+ protected:
+  void declare_kind_flags(Flags& f) override {
+    f.add_string("sampling", "random", "training pairs (from triplets): random, or offline SSIM mining",
+                 {"random", "hard-positive", "semi-hard-negative", "ssim-both"});
+  }
+  void check_kind_flags(const Flags& f) const override {
+    MN_CHECK(f.i64("batch") % 2 == 0, "--batch ", f.i64("batch"), ": the siamese net trains on half genuine, half "
+             "impostor pairs and needs an even number; use ", f.i64("batch") + 1);
+  }
+
+  void build_net(const nn::KochBranchOptions& o, Generator& init) override {
+    net_ = std::make_unique<nn::SiameseNet>(o, init);
+  }
+  std::vector<nn::ParamGroup> param_groups() const override {
+    const double cd = f_->f64("conv-decay"), dd = f_->f64("dense-decay");
+    return net_->param_groups(f_->f64("lr"), f_->f64("momentum"), {cd, cd, cd, cd, dd, dd});
+  }
+  nn::KochBranch& branch() const override { return net_->branch(); }
+  int64_t loader_triplets() const override { return f_->i64("batch") / 2; }
+
+  Stats train_step() override {
+    const int64_t B = f_->i64("batch");
+    PairBatch pb = data_->pair_batch(B);
+    auto e = net_->embed_pairs(Variable(pb.left), Variable(pb.right));
+    nn::LossOutput out = nn::koch_siamese_loss(e[0], e[1], net_->head_weight(), net_->head_bias(), pb.target);
+    out.loss.backward();
+    auto h = out.host_stats();
+    opt_->step();
+    opt_->zero_grad();
+    return {{"train_loss", h.loss}, {"active_share", h.active / static_cast<double>(B)},
+            {"mean_weighted_l1_genuine", h.mean_pos}, {"mean_weighted_l1_impostor", h.mean_neg}};
+  }
+
+  // Share of the fixed validation pairs whose logit has the right sign.
+  double verification_accuracy() override {
+    ag::NoGradGuard ng;
+    net_->eval();
+    double correct = 0;
+    const auto& P = data_->val_pairs();
+    for_validation_chunks(P.left.size(), [&](size_t i, size_t n, auto slice) {
+      auto e = net_->embed_pairs(Variable(slice(P.left)), Variable(slice(P.right)));
+      auto z = net_->logits(e[0], e[1]).data().to_double_vector();
+      for (size_t k = 0; k < n; ++k) correct += ((z[k] > 0) == (P.genuine[i + k] != 0)) ? 1.0 : 0.0;
+    });
+    const size_t total = P.left.size();
+    net_->train();
+    return total ? correct / total : 0.0;
+  }
+
+  Tensor score_inputs(const Tensor& qi, const Tensor& ci) override {
+    auto embed = [&](const Variable& x) { return net_->embed(x); };
+    Variable eq = embed_chunked(qi, embed), ec = embed_chunked(ci, embed);
+    const int64_t Q = eq.size(0), C = ec.size(0);
+    // Every (query, candidate) pair through the head: broadcast to (Q*C, E).
+    Variable a = ag::reshape(ag::expand(ag::unsqueeze(eq, 1), {Q, C, eq.size(1)}), {Q * C, eq.size(1)});
+    Variable b = ag::reshape(ag::expand(ag::unsqueeze(ec, 0), {Q, C, ec.size(1)}), {Q * C, ec.size(1)});
+    return ag::reshape(net_->logits(a, b), {Q, C}).data();
+  }
+  data::ScoreKind score_kind() const override { return data::ScoreKind::Similarity; }
+
+ private:
+  std::unique_ptr<nn::SiameseNet> net_;
+};
+
+}  // namespace
+
+std::unique_ptr<Study> make_omniglot_siamese_study() { return std::make_unique<SiameseStudy>(); }
+
+}  // namespace mn::exp
