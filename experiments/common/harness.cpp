@@ -165,6 +165,11 @@ void check_regular_file(const std::string& path, const std::string& flag) {
   if (!S_ISREG(s.st_mode)) MN_THROW(flag, ": '", path, "' is not a regular file (a directory?)");
 }
 
+Stats Study::must_override(const char* hook) const {
+  MN_THROW(name(), ": the study does not implement Study::", hook, "(), which its shape (",
+           epoch_shaped() ? "epoch-shaped" : "custom run()", ") needs");
+}
+
 bool is_directory(const std::string& path) {
   struct stat s;
   return ::stat(path.c_str(), &s) == 0 && S_ISDIR(s.st_mode);
@@ -255,7 +260,7 @@ int run_study(std::unique_ptr<Study> study, int argc, char** argv) {
     else if (kernels::allow_tf32()) f.set("tf32", "true", Flags::Origin::Preset, "MN_ALLOW_TF32");
     std::printf("%s on %s%s\n", prog.c_str(), device_name(device).c_str(),
                 device.is_cuda() && kernels::allow_tf32() ? " (TF32 tensor cores on)" : "");
-    Context ctx(f, device);
+    Context ctx(f, device, st.name());
     if (evaluating) return evaluate_only(st, ctx);
     return run_training(st, ctx);
   } catch (const UsageError& e) {

@@ -100,6 +100,11 @@ class RunContext {
   virtual bool stop_requested(double next_cost_s) = 0;
   // Counts one step towards --stop-after.
   virtual void count_step() = 0;
+  // Writes out_dir/last.safetensors atomically: `model` and `opt` (either may
+  // be null) and `md` plus the study's name and full configuration, so that
+  // --resume and its contract work; the study reads it back on --resume with
+  // nn::load_checkpoint(ctx.out_path("last.safetensors"), ...).
+  virtual void save_progress(nn::Module* model, const nn::Optimizer* opt, nn::Metadata md) = 0;
   // Fields of summary.json and sections of report.md (markdown).
   virtual Json& summary() = 0;
   virtual void report(const std::string& markdown) = 0;
@@ -143,11 +148,11 @@ class Study {
   virtual void begin_epoch(int64_t /*epoch*/) {}
   // One training step. The first entry is the loss (a non-finite value stops
   // the run with status 1); the epoch's metrics line holds each entry's mean.
-  virtual Stats train_step() = 0;
+  virtual Stats train_step() { return must_override("train_step"); }
   // Validation after each epoch; selection_metric() names the entry (higher is
   // better) that picks best.safetensors.
-  virtual Stats validate() = 0;
-  virtual std::string selection_metric() const = 0;
+  virtual Stats validate() { return must_override("validate"); }
+  virtual std::string selection_metric() const { return must_override("selection_metric"), ""; }
   // Items (e.g. images) a validation embeds: with the training speed this
   // estimates the first validation's cost for --time-limit.
   virtual int64_t validation_work() const { return 0; }
@@ -158,7 +163,8 @@ class Study {
   virtual std::string final_test(Json& /*out*/) { return ""; }
 
   // ---- checkpoints (epoch-shaped studies and --evaluate) ----
-  virtual nn::Module& model() = 0;
+  // (A custom-shaped study without a module need not implement these.)
+  virtual nn::Module& model() { return must_override("model"), *static_cast<nn::Module*>(nullptr); }
   virtual nn::Optimizer* optimizer() { return nullptr; }
   // Study state beyond weights and optimizer (RNG states, loaders).
   virtual void save_state(nn::Metadata&) const {}
@@ -168,7 +174,11 @@ class Study {
 
   // ---- custom-shaped studies ----
   // Runs the whole study; returns an exit status (kExitResumable after a stop).
-  virtual int run(RunContext&) { return kExitFailed; }
+  virtual int run(RunContext&) { return must_override("run"), kExitFailed; }
+
+ protected:
+  // Throws: a hook the study's shape needs was not implemented.
+  [[noreturn]] Stats must_override(const char* hook) const;
 };
 
 // Parses flags, validates, runs, reports. Catches everything: returns the

@@ -21,7 +21,7 @@ void check_regular_file(const std::string& path, const std::string& flag);
 
 class Context : public RunContext {
  public:
-  Context(Flags& f, Device d);
+  Context(Flags& f, Device d, std::string study_name);
   ~Context() override;
 
   const Flags& flags() const override { return f_; }
@@ -35,6 +35,7 @@ class Context : public RunContext {
   void progress(const std::string& label, int64_t done, int64_t total, const Stats& stats) override;
   bool stop_requested(double next_cost_s) override;
   void count_step() override { ++steps_this_run_; }
+  void save_progress(nn::Module* model, const nn::Optimizer* opt, nn::Metadata md) override;
   Json& summary() override { return summary_; }
   void report(const std::string& markdown) override { report_ += markdown; }
 
@@ -59,7 +60,7 @@ class Context : public RunContext {
  private:
   Flags& f_;
   Device device_;
-  std::string out_;
+  std::string out_, study_;
   std::unique_ptr<MetricsLog> log_;
   Progress bar_;
   Json summary_ = Json::object();

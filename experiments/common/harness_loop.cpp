@@ -46,8 +46,8 @@ struct Context::SignalGuard {
   }
 };
 
-Context::Context(Flags& f, Device d)
-    : f_(f), device_(d), out_(f.str("out-dir")), start_(std::chrono::steady_clock::now()),
+Context::Context(Flags& f, Device d, std::string study_name)
+    : f_(f), device_(d), out_(f.str("out-dir")), study_(std::move(study_name)), start_(std::chrono::steady_clock::now()),
       signals_(std::make_unique<SignalGuard>()) {}
 Context::~Context() = default;
 
@@ -94,6 +94,20 @@ bool Context::stop_requested(double next_cost_s) {
   else if (limit > 0 && run_seconds() + next_cost_s + save_seconds > limit)
     reason_ = "--time-limit " + Json(limit).dump() + " s";
   return !reason_.empty();
+}
+
+void Context::save_progress(nn::Module* model, const nn::Optimizer* opt, nn::Metadata md) {
+  md["study"] = study_;
+  md["config"] = f_.to_json();
+  const std::string path = out_path("last.safetensors");
+  if (model) {
+    nn::save_checkpoint(path, *model, opt, md);
+    return;
+  }
+  nn::NamedTensors state;
+  if (opt)
+    for (auto& [name, t] : opt->state_dict()) state.emplace_back(name, t);
+  nn::write_safetensors(path, state, md);
 }
 
 void Context::finish_outputs() {

@@ -83,6 +83,7 @@ void OmniglotStudy::apply_presets(Flags& f, Device device, bool evaluating) {
 }
 
 void OmniglotStudy::check_flags(const Flags& f, bool evaluating) const {
+  check_kind_flags(f);  // flag against flag first, then the paths
   if (!f.str("data-dir").empty()) {
     MN_CHECK(is_directory(f.str("data-dir")), "--data-dir: '", f.str("data-dir"), "' is not a folder; give the folder "
              "holding images_background/ (or leave it out to search the default places)");
@@ -103,7 +104,6 @@ void OmniglotStudy::check_flags(const Flags& f, bool evaluating) const {
     (void)per_group_list(f, "group-lr", n);
     (void)per_group_list(f, "group-momentum", n);
   }
-  check_kind_flags(f);
 }
 
 std::vector<std::string> OmniglotStudy::architecture_keys() const {
