@@ -59,11 +59,6 @@ class PairSelectionStudy : public exp::Study {
            "and their self-paced (ordered) variants, 10 folds each.";
   }
   bool epoch_shaped() const override { return false; }
-  // The epoch-shaped half of the interface is never called for a custom study.
-  exp::Stats train_step() override { MN_THROW("pair_selection: train_step is not used"); }
-  exp::Stats validate() override { MN_THROW("pair_selection: validate is not used"); }
-  std::string selection_metric() const override { return "accuracy"; }
-  nn::Module& model() override { MN_THROW("pair_selection: no single model (one per method and fold)"); }
 
   void declare_flags(exp::Flags& f) override {
     f.add_string("method", "all", "which methods to run",
