@@ -1,0 +1,275 @@
+// pair_selection: the informed-pair-selection study (Martin et al., SGAI 2018)
+// on MNIST, on the study harness (experiments/common/harness.h) as a
+// custom-shaped study: six methods (BASE, BASE*, DynE, DynE*, DynEE, DynEE*) x
+// 10 folds of 600 training images, a siamese MLP trained 100 epochs, test
+// accuracy by the prototype vote every 5 epochs, paired t-tests against BASE.
+// `--help` lists every flag; the defaults are the study's protocol
+// (/work/shared/docs/study-protocols.md, "Informed pair selection").
+//
+// The harness owns flags, config, --seed, --out-dir, metrics.jsonl (one line
+// per method x fold x evaluation), summary.json, report.md and main(). The
+// study adds results.md (Table 2's MNIST rows beside ours), results.json and
+// figure2.png. Runs are spread over the CPU thread pool, one (method, fold) per
+// thread; each run is single-threaded (batch 16 is too small to split).
+//
+// CPU only: the fused batch-16 MLP (siamese_mlp.h) has no CUDA path, so a CUDA
+// device is refused rather than silently replaced. No --resume: a study stopped
+// by --time-limit, --stop-after or a signal keeps its finished runs in
+// metrics.jsonl, and --summarise turns their complete folds into results.
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+#include "data/idx.h"
+#include "experiments/common/harness.h"
+#include "experiments/pair_selection/report.h"
+#include "runtime/error.h"
+#include "runtime/parallel.h"
+
+namespace fs = std::filesystem;
+using namespace mn;
+using namespace mn::pairsel;
+
+namespace {
+
+Examples to_examples(const data::ImageDataset& ds, const std::vector<int64_t>& idx) {
+  Examples ex;
+  ex.dim = ds.height() * ds.width();
+  ex.classes = static_cast<int32_t>(ds.num_classes());
+  const uint8_t* px = ds.images.data<uint8_t>();
+  ex.x.resize(idx.size() * ex.dim);
+  for (size_t i = 0; i < idx.size(); ++i) {
+    for (int64_t k = 0; k < ex.dim; ++k)
+      ex.x[i * ex.dim + k] = px[idx[i] * ex.dim + k] / 255.0f;  // [0, 1]
+    ex.y.push_back(ds.labels[idx[i]]);
+  }
+  return ex;
+}
+
+class PairSelectionStudy : public exp::Study {
+ public:
+  std::string name() const override { return "pair_selection"; }
+  std::string description() const override {
+    return "The informed-pair-selection study (Martin et al. 2018) on MNIST: BASE, DynE, DynEE "
+           "and their self-paced (ordered) variants, 10 folds each.";
+  }
+  bool epoch_shaped() const override { return false; }
+
+  void declare_flags(exp::Flags& f) override {
+    f.add_string("method", "all", "which methods to run",
+                 {"all", "base", "base-ordered", "dyne", "dyne-ordered", "dynee", "dynee-ordered"});
+    f.add_int("folds", 10, "folds (seeded stratified subsamples), each tested on the full test set", 1, 1000);
+    f.add_int("budget", 600, "training images per fold (1 % of MNIST's 60,000)", 20, 60000);
+    f.add_int("epochs", 100, "training epochs", 1, 100000);
+    f.add_int("cycle", 5, "epochs per pair-selection cycle (DynE, DynEE; the re-ordering of DynE*, DynEE*)", 1, 100000);
+    f.add_int("eval-every", 5, "test accuracy every this many epochs", 1, 100000);
+    f.add_int("batch", 16, "pairs per SGD step", 1, 100000);
+    f.add_double("lr", 1e-3, "SGD learning rate", 0.0, 1e3);
+    f.add_double("momentum", 0.8, "SGD momentum (Keras form: v = mu v - lr g)", 0.0, 0.999999);
+    f.add_double("dropout", 0.2, "dropout after each hidden layer but the last", 0.0, 0.99);
+    f.add_double("margin", 1.0, "contrastive margin M, also the vote's genuine threshold D < M", 1e-9, 1e9);
+    f.add_int("width", 300, "units per dense layer", 1, 100000);
+    f.add_int("layers", 3, "dense layers (ReLU after each)", 1, 100);
+    f.add_int("exploit-div", 6, "DynEE replaces the |P| / this highest-loss pairs (MNIST: |P|/6)", 1, 1000000);
+    f.add_int("knn", 5, "neighbourhood size k of the complexity measure (Eq. 6), self included", 1, 1000);
+    f.add_double("alpha", 0.05, "significance level of the one-tailed paired t-test", 1e-9, 0.5);
+    f.add_int("threads", 0, "runs in parallel (0: the thread pool's size, MN_NUM_THREADS or all cores)", 0, 1024);
+    f.add_string("data-dir", "", "MNIST IDX folder (default: $MN_DATA_DIR, ./datasets or ../shared/datasets, subfolder mnist)");
+    f.add_string("summarise", "", "no training: write results.md, results.json and figure2.png in --out-dir "
+                 "from this metrics.jsonl of an earlier (possibly stopped) study: its complete folds");
+  }
+
+  void check_flags(const exp::Flags& f, bool) const override {
+    MN_CHECK(!f.flag("resume"), "--resume: pair_selection cannot resume a study; its finished runs are in "
+             "metrics.jsonl, and --summarise FILE writes the results of their complete folds");
+    const std::string dev = f.str("device");
+    MN_CHECK(dev == "auto" || dev == "cpu", "--device ", dev, ": pair_selection runs on the CPU only (its "
+             "fused batch-16 MLP has no CUDA path); use --device cpu");
+    MN_CHECK(f.i64("knn") <= f.i64("budget") && f.i64("exploit-div") >= 1, "--knn ", f.i64("knn"),
+             " must not exceed --budget ", f.i64("budget"));
+  }
+
+  void setup(exp::RunContext& ctx) override {
+    MN_CHECK(!ctx.device().is_cuda(), "pair_selection: --device auto chose a GPU, but this study runs on "
+             "the CPU only (no CUDA path for its fused MLP): pass --device cpu");
+  }
+
+  int run(exp::RunContext& ctx) override {
+    const exp::Flags& f = ctx.flags();
+    if (!f.str("summarise").empty()) return summarise_only(ctx);
+    StudyConfig cfg;
+    cfg.epochs = static_cast<int>(f.i64("epochs"));
+    cfg.cycle = static_cast<int>(f.i64("cycle"));
+    cfg.eval_every = static_cast<int>(f.i64("eval-every"));
+    cfg.exploit_div = f.i64("exploit-div");
+    cfg.knn = static_cast<int>(f.i64("knn"));
+    cfg.seed = ctx.seed();
+    cfg.mlp.batch = f.i64("batch");
+    cfg.mlp.lr = f.f64("lr");
+    cfg.mlp.momentum = f.f64("momentum");
+    cfg.mlp.dropout = f.f64("dropout");
+    cfg.mlp.margin = f.f64("margin");
+    cfg.mlp.hidden.assign(static_cast<size_t>(f.i64("layers")), f.i64("width"));
+    const int folds = static_cast<int>(f.i64("folds"));
+    std::vector<Method> methods;
+    if (f.str("method") == "all")
+      for (int m = 0; m < kNumMethods; ++m) methods.push_back(static_cast<Method>(m));
+    else
+      methods.push_back(method_from_flag(f.str("method")));
+
+    const std::string dir = mnist_dir(f.str("data-dir"));
+    const auto mnist = data::load_mnist_family(dir);
+    std::vector<int64_t> all_test(static_cast<size_t>(mnist.test.size()));
+    for (size_t i = 0; i < all_test.size(); ++i) all_test[i] = static_cast<int64_t>(i);
+    const Examples test = to_examples(mnist.test, all_test);
+    cfg.mlp.input = test.dim;
+    std::vector<Examples> fold_train;
+    for (int k = 0; k < folds; ++k) {
+      Generator g(fold_seed(cfg.seed, k, 0), 0);
+      fold_train.push_back(
+          to_examples(mnist.train, stratified_sample(mnist.train.labels, f.i64("budget"), g)));
+    }
+
+    struct Job {
+      Method m;
+      int fold;
+    };
+    std::vector<Job> jobs;  // fold-major: a stopped study leaves whole folds
+    for (int k = 0; k < folds; ++k)
+      for (Method m : methods) jobs.push_back({m, k});
+    std::vector<RunResult> results(jobs.size());
+    std::vector<uint8_t> finished(jobs.size(), 0);
+    std::atomic<size_t> next{0};
+    std::atomic<bool> stop{false};
+    std::mutex mu;
+    size_t done = 0;
+    double mean_run_s = 0.0;
+    const int threads = f.i64("threads") > 0 ? static_cast<int>(f.i64("threads")) : num_threads();
+    const auto t0 = std::chrono::steady_clock::now();
+    std::printf("pair_selection: %zu runs (%zu methods x %d folds of %lld images), %d epochs, %d in "
+                "parallel on the CPU; MNIST from %s\n",
+                jobs.size(), methods.size(), folds, static_cast<long long>(f.i64("budget")), cfg.epochs,
+                threads, dir.c_str());
+    std::fflush(stdout);
+    // One worker per thread pulls whole runs from a shared counter (runs differ
+    // in cost, so a static split would leave a thread idle at the end).
+    parallel_for(0, threads, 1, [&](int64_t, int64_t) {
+      for (size_t j; !stop && (j = next.fetch_add(1)) < jobs.size();) {
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          if (done > 0 && ctx.stop_requested(mean_run_s)) {
+            stop = true;
+            break;
+          }
+        }
+        RunResult r = run_fold(jobs[j].m, jobs[j].fold, cfg, fold_train[jobs[j].fold], test);
+        std::lock_guard<std::mutex> lock(mu);
+        for (const EvalPoint& p : r.points) {
+          exp::Json line;
+          line["method"] = method_label(r.method);
+          line["fold"] = r.fold;
+          line["epoch"] = p.epoch;
+          line["accuracy"] = exp::metric_number(p.vote.accuracy);
+          line["nearest_accuracy"] = exp::metric_number(p.vote.nearest_accuracy);
+          line["abstain_share"] = exp::metric_number(p.vote.abstain_share);
+          line["train_loss"] = exp::metric_number(p.train_loss);
+          line["genuine_pairs"] = p.genuine_pairs;
+          line["seconds"] = exp::metric_number(r.seconds);
+          ctx.log_metrics(line);
+        }
+        ++done;
+        ctx.count_step();
+        const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        mean_run_s = el * threads / done;
+        ctx.progress("runs", static_cast<int64_t>(done), static_cast<int64_t>(jobs.size()),
+                     {{"accuracy", r.points.empty() ? 0.0 : 100.0 * r.points.back().vote.accuracy}});
+        std::printf("[%zu/%zu] %-6s fold %d: %.2f %% at epoch %d (%.1f s)\n", done, jobs.size(),
+                    method_label(r.method), r.fold,
+                    r.points.empty() ? 0.0 : 100.0 * r.points.back().vote.accuracy,
+                    r.points.empty() ? 0 : r.points.back().epoch, r.seconds);
+        std::fflush(stdout);
+        results[j] = std::move(r);
+        finished[j] = 1;
+      }
+    });
+    const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // Keep the folds every method finished (all of them unless stopped).
+    std::set<int> incomplete;
+    for (size_t j = 0; j < jobs.size(); ++j)
+      if (!finished[j]) incomplete.insert(jobs[j].fold);
+    std::vector<RunResult> kept;
+    for (size_t j = 0; j < jobs.size(); ++j)
+      if (finished[j] && !incomplete.count(jobs[j].fold)) kept.push_back(std::move(results[j]));
+    MN_CHECK(!kept.empty(), "pair_selection", "stopped before any fold was complete");
+    std::ostringstream header;
+    header << "# Informed pair selection on MNIST: results\n\nWall time " << exp::format_duration(total)
+           << " (" << static_cast<long long>(total) << " s) for " << done << " runs on " << threads
+           << " threads (CPU)";
+    if (!incomplete.empty())
+      header << "; STOPPED early: " << incomplete.size() << " incomplete folds left out";
+    header << ".\n";
+    write_outputs(ctx, kept, header.str());
+    return stop ? exp::kExitResumable : exp::kExitOk;
+  }
+
+ private:
+  static std::string mnist_dir(const std::string& flag) {
+    if (!flag.empty())
+      return fs::is_directory(fs::path(flag) / "mnist") ? (fs::path(flag) / "mnist").string() : flag;
+    const std::string d = data::find_dataset_dir("mnist");
+    MN_CHECK(!d.empty(), "pair_selection: --data-dir",
+             "MNIST not found in $MN_DATA_DIR, $DATA_DIR, ./datasets or ../shared/datasets "
+             "(subfolder mnist); pass --data-dir");
+    return d;
+  }
+
+  int summarise_only(exp::RunContext& ctx) {
+    const std::string src = ctx.flags().str("summarise");
+    int dropped = 0;
+    const auto runs = read_runs_jsonl(src, &dropped);
+    MN_CHECK(!runs.empty(), "pair_selection: --summarise", src, " holds no complete fold");
+    std::set<int> folds;
+    for (const auto& r : runs) folds.insert(r.fold);
+    std::ostringstream header;
+    header << "# Informed pair selection on MNIST: results\n\nSummarised from " << src << ": "
+           << runs.size() << " runs over " << folds.size() << " complete folds";
+    if (dropped) header << " (" << dropped << " incomplete folds left out)";
+    header << ".\n";
+    write_outputs(ctx, runs, header.str());
+    return exp::kExitOk;
+  }
+
+  // results.md / results.json / figure2.png, summary.json fields and report.md.
+  void write_outputs(exp::RunContext& ctx, const std::vector<RunResult>& runs,
+                     const std::string& header) {
+    const double alpha = ctx.flags().f64("alpha");
+    const auto curves = summarise(runs);
+    const std::string md = results_markdown(curves, alpha, header);
+    exp::write_file_atomic(ctx.out_path("results.md"), md);
+    exp::write_file_atomic(ctx.out_path("results.json"), results_json(curves, alpha, ctx.flags().to_json()));
+    const bool plotted = plot_figure(ctx.out_path("figure2.png"), curves);
+    exp::Json& s = ctx.summary();
+    for (const Curve& c : curves) {
+      exp::Json m;
+      m["final_epoch"] = c.epochs.back();
+      m["accuracy_percent"] = exp::metric_number(c.mean.back());
+      m["sd_percent"] = exp::metric_number(c.sd.back());
+      if (!c.vs_base.empty()) m["p_greater_than_base"] = exp::metric_number(c.vs_base.back().p_greater);
+      s["methods"][method_label(c.method)] = m;
+    }
+    ctx.report(md.substr(md.find("## Table 2")));
+    std::printf("pair_selection: %s%s\n", ctx.out_path("results.md").c_str(),
+                plotted ? ", figure2.png" : " (gnuplot missing: figure2.png.gp left)");
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return exp::run_study(std::make_unique<PairSelectionStudy>(), argc, argv);
+}
