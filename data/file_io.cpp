@@ -49,9 +49,8 @@ std::vector<uint8_t> read_regular_file(const std::string& path, const char* who)
                 std::strerror(errno));
   MN_DATA_CHECK(S_ISREG(st.st_mode), who, ": '", path, "' is ", type_of(st),
                 ", not a regular file: give the path of a file (or remove or rename this entry)");
-  // Regular files never block; clear the flag so reads behave as usual.
-  const int fl = ::fcntl(f.fd, F_GETFL);
-  if (fl >= 0) ::fcntl(f.fd, F_SETFL, fl & ~O_NONBLOCK);
+  // O_NONBLOCK has no effect on reads of a regular file (POSIX), so it stays set:
+  // two fewer system calls per file matter when a load opens 19,280 of them.
   std::vector<uint8_t> buf;
   // st_size is a hint only: read until end of file (the file may change size).
   buf.resize(static_cast<size_t>(st.st_size) + 1);
@@ -77,6 +76,16 @@ bool regular_file_or_warn(const std::filesystem::path& p, const char* who) {
             << (::stat(p.c_str(), &st) == 0 ? type_of(st) : std::string("unreadable"))
             << ", not a regular file\n";
   return false;
+}
+
+std::vector<std::filesystem::directory_entry> list_dir(const std::filesystem::path& dir,
+                                                       const char* who) {
+  std::vector<std::filesystem::directory_entry> out;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    out.push_back(*it);
+  MN_DATA_CHECK(!ec, who, ": cannot list the folder '", dir.string(), "': ", ec.message());
+  return out;
 }
 
 bool parse_int_in_range(const std::string& s, int64_t lo, int64_t hi, int64_t* out) {

@@ -34,6 +34,11 @@ std::string describe_file_type(const std::string& path);
 // "<who>: skipping '<p>': <type>, not a regular file" on stderr and returns false.
 bool regular_file_or_warn(const std::filesystem::path& p, const char* who);
 
+// The entries of folder `dir` (unsorted); an unreadable folder throws mn::Error
+// naming it (std::filesystem's own exception would escape the readers' contract).
+std::vector<std::filesystem::directory_entry> list_dir(const std::filesystem::path& dir,
+                                                       const char* who);
+
 // Parses a whole decimal integer (digits only, no sign) in [lo, hi]; false on
 // anything else, including overflow (never undefined behaviour).
 bool parse_int_in_range(const std::string& s, int64_t lo, int64_t hi, int64_t* out);

@@ -6,11 +6,23 @@
 #define STBI_ONLY_PNM
 #define STBI_ONLY_JPEG
 #define STBI_ONLY_BMP
+// stb_image calls memcpy(NULL, src, 0) for a PNG whose first IDAT chunk is
+// empty (legal PNG; found by fuzz/fuzz_png under UBSan: a null argument to
+// memcpy is undefined behaviour even for 0 bytes). Debian's stb_image.h is not
+// ours to patch, so its memcpy calls go through a wrapper that skips empty copies.
+#include <cstring>
+namespace {
+inline void* mn_stb_memcpy(void* dst, const void* src, size_t n) {
+  return n == 0 ? dst : std::memcpy(dst, src, n);
+}
+}  // namespace
+#define memcpy(d, s, n) mn_stb_memcpy(d, s, n)
 #if __has_include(<stb_image.h>)
 #include <stb_image.h>
 #else
 #include <stb/stb_image.h>
 #endif
+#undef memcpy
 
 #include "data/image_io.h"
 #include "data/file_io.h"

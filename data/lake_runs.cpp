@@ -36,7 +36,7 @@ void load_run_images(const std::string& root, LakeRun& r) {
   int best = 0;
   for (const auto& [k, c] : count)
     if (c > best) best = c, hw = k;
-  const auto [H, W] = hw;
+  const int64_t H = hw.first, W = hw.second;  // (lambdas cannot capture structured bindings in C++17)
   for (size_t i = 0; i < imgs.size(); ++i) {
     MN_DATA_CHECK(imgs[i].size(0) == H && imgs[i].size(1) == W, "lake runs: '",
                   (fs::path(root) / files[i]).string(), "': wrong image size ", imgs[i].size(0),

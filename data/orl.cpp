@@ -27,7 +27,7 @@ ImageDataset load_orl_faces(const std::string& dir) {
   MN_DATA_CHECK(fs::is_directory(dir, ec), "load_orl_faces: missing folder '", dir,
                 "' (fetch it with data/fetch.sh get orl_faces, or set MN_DATA_DIR)");
   std::vector<std::pair<long, std::string>> subjects;
-  for (const auto& e : fs::directory_iterator(dir)) {
+  for (const auto& e : list_dir(dir, "load_orl_faces")) {
     std::string n = e.path().filename().string();
     long k = n.size() > 1 && n[0] == 's' ? number_in(n, 1, n.size()) : -1;
     std::error_code dec;
@@ -39,7 +39,7 @@ ImageDataset load_orl_faces(const std::string& dir) {
   std::vector<GrayImage> imgs;
   for (const auto& [k, name] : subjects) {
     std::vector<std::pair<long, std::string>> files;
-    for (const auto& e : fs::directory_iterator(fs::path(dir) / name)) {
+    for (const auto& e : list_dir(fs::path(dir) / name, "load_orl_faces")) {
       std::string n = e.path().filename().string();
       if (n.size() > 4 && n.compare(n.size() - 4, 4, ".pgm") == 0 &&
           regular_file_or_warn(e.path(), "load_orl_faces"))
