@@ -33,6 +33,9 @@ std::string describe_file_type(const std::string& path);
 // For folder scans: true when `p` is a regular file; otherwise prints one line
 // "<who>: skipping '<p>': <type>, not a regular file" on stderr and returns false.
 bool regular_file_or_warn(const std::filesystem::path& p, const char* who);
+// The same for a directory-listing entry, without a system call when the
+// listing already says "regular file".
+bool regular_file_or_warn(const std::filesystem::directory_entry& e, const char* who);
 
 // The entries of folder `dir` (unsorted); an unreadable folder throws mn::Error
 // naming it (std::filesystem's own exception would escape the readers' contract).

@@ -142,7 +142,7 @@ MnistFamily load_mnist_family(const std::string& dir, bool verbose) {
   if (tr_im.empty() && fs::is_directory(fs::path(dir) / "partial", ec)) {
     for (const auto& e : list_dir(fs::path(dir) / "partial", "load_mnist_family")) {
       std::string n = e.path().filename().string();
-      if (n.rfind("train-images-first", 0) == 0 && regular_file_or_warn(e.path(), "load_mnist_family"))
+      if (n.rfind("train-images-first", 0) == 0 && regular_file_or_warn(e, "load_mnist_family"))
         tr_im = e.path().string();
     }
     partial = !tr_im.empty();

@@ -89,7 +89,7 @@ Listing scan(const std::string& set_dir) {
         std::string n = it->path().filename().string();
         // A directory or FIFO named *.png is skipped with a warning, never read.
         if (n.size() > 4 && n.compare(n.size() - 4, 4, ".png") == 0 &&
-            regular_file_or_warn(it->path(), "omniglot"))
+            regular_file_or_warn(*it, "omniglot"))
           names.push_back(n);
       }
       MN_DATA_CHECK(!ec, "omniglot: cannot list '", cdir.string(), "': ", ec.message());

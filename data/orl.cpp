@@ -42,7 +42,7 @@ ImageDataset load_orl_faces(const std::string& dir) {
     for (const auto& e : list_dir(fs::path(dir) / name, "load_orl_faces")) {
       std::string n = e.path().filename().string();
       if (n.size() > 4 && n.compare(n.size() - 4, 4, ".pgm") == 0 &&
-          regular_file_or_warn(e.path(), "load_orl_faces"))
+          regular_file_or_warn(e, "load_orl_faces"))
         files.emplace_back(number_in(n, 0, n.size() - 4), n);
     }
     std::sort(files.begin(), files.end());
