@@ -1,5 +1,6 @@
 // Koch affine parameters (host, from the Generator) and the CPU bilinear warp.
 #include "data/augment.h"
+#include "data/file_io.h"
 
 #include <cmath>
 
@@ -98,7 +99,7 @@ template void affine_warp_cpu<double>(const double*, int64_t, int64_t, int64_t, 
 Tensor affine_warp(const Tensor& images, const std::vector<Affine2D>& params, double fill) {
   check_dim("affine_warp", images, 3, "images");
   check_floating("affine_warp", images);
-  MN_CHECK(static_cast<int64_t>(params.size()) == images.size(0), "affine_warp: ", params.size(),
+  MN_DATA_CHECK(static_cast<int64_t>(params.size()) == images.size(0), "affine_warp: ", params.size(),
            " parameter sets for ", shape_str(images.shape()), " images");
   Tensor x = images.contiguous();
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());

@@ -1,9 +1,14 @@
 // CSV reader and the Iris loader.
 #include "data/csv.h"
+#include "data/file_io.h"
 
+#include <cctype>
+#include <cerrno>
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <cstring>
-#include <fstream>
+#include <sstream>
 
 namespace mn::data {
 
@@ -21,11 +26,32 @@ std::vector<std::string> split_line(const std::string& line) {
   }
   return f;
 }
+// A feature: a plain decimal number (strtod alone also takes "nan", "inf" and
+// hexadecimal) that is finite and representable as float (1e39 would become inf).
+bool parse_feature(const std::string& s, float* out) {
+  if (s.empty()) return false;
+  for (char c : s)
+    if (!std::isdigit(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '+' &&
+        c != 'e' && c != 'E')
+      return false;
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(s.c_str(), &end);
+  if (end == s.c_str() || *end != '\0' || errno == ERANGE || !std::isfinite(v)) return false;
+  if (std::fabs(v) > static_cast<double>(std::numeric_limits<float>::max())) return false;
+  *out = static_cast<float>(v);
+  return true;
+}
 }  // namespace
 
 CsvTable read_csv(const std::string& path, bool has_header) {
-  std::ifstream f(path);
-  MN_CHECK(f.good(), "read_csv: cannot open '", path, "'");
+  // Read through read_regular_file: a directory or FIFO is refused, never read.
+  const std::vector<uint8_t> bytes = read_regular_file(path, "read_csv");
+  return parse_csv(std::string(bytes.begin(), bytes.end()), path, has_header);
+}
+
+CsvTable parse_csv(const std::string& text, const std::string& path, bool has_header) {
+  std::istringstream f(text);
   CsvTable t;
   std::string line;
   int lineno = 0;
@@ -42,31 +68,37 @@ CsvTable read_csv(const std::string& path, bool has_header) {
         continue;
       }
     }
-    MN_CHECK(fields.size() == want, "read_csv: '", path, "' line ", lineno, ": wrong number of fields (",
+    MN_DATA_CHECK(fields.size() == want, "read_csv: '", path, "' line ", lineno, ": wrong number of fields (",
              fields.size(), ", expected ", want, ")");
     t.rows.push_back(std::move(fields));
   }
-  MN_CHECK(!t.rows.empty(), "read_csv: '", path, "' holds no data rows");
+  MN_DATA_CHECK(!t.rows.empty(), "read_csv: '", path, "' holds no data rows");
   return t;
 }
 
-TabularDataset load_iris(const std::string& path) {
-  CsvTable t = read_csv(path, true);
+TabularDataset load_iris(const std::string& path) { return iris_from_table(read_csv(path, true), path); }
+
+TabularDataset iris_from_table(const CsvTable& t, const std::string& path) {
+  MN_DATA_CHECK(t.header.size() >= 2, "load_iris: '", path,
+                "': needs a header with at least one feature column and a class column");
   const size_t nf = t.header.size() - 1;
-  MN_CHECK(nf >= 1, "load_iris: '", path, "': needs at least one feature and a class column");
   TabularDataset ds;
   ds.feature_names.assign(t.header.begin(), t.header.end() - 1);
   std::vector<float> x;
   for (size_t r = 0; r < t.rows.size(); ++r) {
+    MN_DATA_CHECK(t.rows[r].size() == t.header.size(), "load_iris: '", path, "' data row ", r + 1,
+                  ": ", t.rows[r].size(), " fields, the header has ", t.header.size());
     for (size_t j = 0; j < nf; ++j) {
       const std::string& s = t.rows[r][j];
-      char* end = nullptr;
-      double v = std::strtod(s.c_str(), &end);
-      MN_CHECK(!s.empty() && end && *end == '\0', "load_iris: '", path, "' data row ", r + 1,
-               ", column '", t.header[j], "': not a number: '", s, "'");
-      x.push_back(static_cast<float>(v));
+      float v = 0;
+      MN_DATA_CHECK(parse_feature(s, &v), "load_iris: '", path, "' data row ", r + 1, ", column '",
+                    t.header[j], "': '", s,
+                    "' is not a number (a finite decimal within float range is needed): fix or remove the row");
+      x.push_back(v);
     }
     const std::string& cls = t.rows[r][nf];
+    MN_DATA_CHECK(!cls.empty(), "load_iris: '", path, "' data row ", r + 1, ": the class column '",
+                  t.header[nf], "' is empty: every row needs a class name");
     int32_t id = -1;
     for (size_t c = 0; c < ds.class_names.size(); ++c)
       if (ds.class_names[c] == cls) id = static_cast<int32_t>(c);
@@ -88,7 +120,7 @@ TabularDataset subset(const TabularDataset& ds, const std::vector<int64_t>& idx)
   Tensor src = ds.features.contiguous();
   out.features = Tensor::empty({static_cast<int64_t>(idx.size()), F}, DType::F32);
   for (size_t k = 0; k < idx.size(); ++k) {
-    MN_CHECK(idx[k] >= 0 && idx[k] < src.size(0), "subset: row ", idx[k], " out of range");
+    MN_DATA_CHECK(idx[k] >= 0 && idx[k] < src.size(0), "subset: row ", idx[k], " out of range");
     std::memcpy(out.features.data<float>() + k * F, src.data<float>() + idx[k] * F, sizeof(float) * F);
     out.labels.push_back(ds.labels[idx[k]]);
   }

@@ -18,6 +18,9 @@ struct CsvTable {
 // fields (the first row's count, or the header's, is the reference).
 CsvTable read_csv(const std::string& path, bool has_header = true);
 
+// The same from text in memory (for the fuzz targets); `path` names it in errors.
+CsvTable parse_csv(const std::string& text, const std::string& path, bool has_header = true);
+
 struct TabularDataset {
   Tensor features;                      // (N, F) float32, CPU
   std::vector<int32_t> labels;          // (N)
@@ -25,9 +28,12 @@ struct TabularDataset {
   std::vector<std::string> class_names; // in order of first appearance
 };
 
-// Iris: the last column is the class name; the others must parse as numbers
-// (a bad number throws naming the file, line and column).
+// Iris: the last column is the class name (never empty); the others must be
+// finite decimal numbers within float range ("nan", "inf", "1e39" and hex are
+// refused, naming the file, row and column).
 TabularDataset load_iris(const std::string& path);
+// The same from a parsed table (header + rows); `path` names it in errors.
+TabularDataset iris_from_table(const CsvTable& t, const std::string& path);
 
 // Rows `idx` of a tabular dataset.
 TabularDataset subset(const TabularDataset& ds, const std::vector<int64_t>& idx);

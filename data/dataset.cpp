@@ -1,5 +1,6 @@
 // ImageDataset helpers: subsets, concatenation and stratified index splits.
 #include "data/dataset.h"
+#include "data/file_io.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +11,7 @@ namespace mn::data {
 std::vector<std::vector<int64_t>> ImageDataset::indices_by_class() const {
   std::vector<std::vector<int64_t>> by(class_names.size());
   for (size_t i = 0; i < labels.size(); ++i) {
-    MN_CHECK(labels[i] >= 0 && static_cast<size_t>(labels[i]) < by.size(),
+    MN_DATA_CHECK(labels[i] >= 0 && static_cast<size_t>(labels[i]) < by.size(),
              "ImageDataset: label ", labels[i], " of image ", i, " out of range [0, ", by.size(),
              ")");
     by[labels[i]].push_back(static_cast<int64_t>(i));
@@ -19,19 +20,19 @@ std::vector<std::vector<int64_t>> ImageDataset::indices_by_class() const {
 }
 
 void ImageDataset::validate(const std::string& what) const {
-  MN_CHECK(images.defined(), what, ": no images");
-  MN_CHECK(images.dim() == 3 && images.dtype() == DType::U8 && images.is_cpu(), what,
+  MN_DATA_CHECK(images.defined(), what, ": no images");
+  MN_DATA_CHECK(images.dim() == 3 && images.dtype() == DType::U8 && images.is_cpu(), what,
            ": images must be (N, H, W) uint8 on the CPU, got ", images.desc());
-  MN_CHECK(images.size(0) == size(), what, ": ", images.size(0), " images but ", size(), " labels");
-  MN_CHECK(drawer.empty() || drawer.size() == labels.size(), what, ": drawer list size mismatch");
-  MN_CHECK(files.empty() || files.size() == labels.size(), what, ": file list size mismatch");
-  MN_CHECK(class_alphabet.empty() || class_alphabet.size() == class_names.size(), what,
+  MN_DATA_CHECK(images.size(0) == size(), what, ": ", images.size(0), " images but ", size(), " labels");
+  MN_DATA_CHECK(drawer.empty() || drawer.size() == labels.size(), what, ": drawer list size mismatch");
+  MN_DATA_CHECK(files.empty() || files.size() == labels.size(), what, ": file list size mismatch");
+  MN_DATA_CHECK(class_alphabet.empty() || class_alphabet.size() == class_names.size(), what,
            ": class_alphabet size mismatch");
   for (int32_t l : labels)
-    MN_CHECK(l >= 0 && l < num_classes(), what, ": label ", l, " out of range [0, ", num_classes(),
+    MN_DATA_CHECK(l >= 0 && l < num_classes(), what, ": label ", l, " out of range [0, ", num_classes(),
              ")");
   for (int32_t a : class_alphabet)
-    MN_CHECK(a >= 0 && static_cast<size_t>(a) < alphabet_names.size(), what,
+    MN_DATA_CHECK(a >= 0 && static_cast<size_t>(a) < alphabet_names.size(), what,
              ": alphabet index out of range");
 }
 
@@ -54,7 +55,7 @@ ImageDataset subset(const ImageDataset& ds, const std::vector<int64_t>& idx, boo
     // depend on the order of `idx`.
     std::vector<char> used(ds.class_names.size(), 0);
     for (int64_t i : idx) {
-      MN_CHECK(i >= 0 && i < ds.size(), "subset: index ", i, " out of range [0, ", ds.size(), ")");
+      MN_DATA_CHECK(i >= 0 && i < ds.size(), "subset: index ", i, " out of range [0, ", ds.size(), ")");
       used[ds.labels[i]] = 1;
     }
     for (size_t c = 0; c < used.size(); ++c) {
@@ -75,7 +76,7 @@ ImageDataset subset(const ImageDataset& ds, const std::vector<int64_t>& idx, boo
   out.labels.reserve(n);
   for (int64_t k = 0; k < n; ++k) {
     int64_t i = idx[k];
-    MN_CHECK(i >= 0 && i < ds.size(), "subset: index ", i, " out of range [0, ", ds.size(), ")");
+    MN_DATA_CHECK(i >= 0 && i < ds.size(), "subset: index ", i, " out of range [0, ", ds.size(), ")");
     std::memcpy(d + k * plane, s + i * plane, static_cast<size_t>(plane));
     out.labels.push_back(relabel ? remap[ds.labels[i]] : ds.labels[i]);
     if (!ds.drawer.empty()) out.drawer.push_back(ds.drawer[i]);
@@ -86,7 +87,7 @@ ImageDataset subset(const ImageDataset& ds, const std::vector<int64_t>& idx, boo
 }
 
 ImageDataset concat(const ImageDataset& a, const ImageDataset& b) {
-  MN_CHECK(a.height() == b.height() && a.width() == b.width(), "concat: image sizes differ (",
+  MN_DATA_CHECK(a.height() == b.height() && a.width() == b.width(), "concat: image sizes differ (",
            a.height(), "x", a.width(), " vs ", b.height(), "x", b.width(), ")");
   ImageDataset out;
   const int64_t plane = a.height() * a.width();
@@ -121,7 +122,7 @@ namespace {
 std::vector<std::vector<int64_t>> group(const std::vector<int32_t>& labels) {
   int32_t mx = -1;
   for (int32_t l : labels) {
-    MN_CHECK(l >= 0, "stratified split: negative label ", l);
+    MN_DATA_CHECK(l >= 0, "stratified split: negative label ", l);
     mx = std::max(mx, l);
   }
   std::vector<std::vector<int64_t>> by(static_cast<size_t>(mx + 1));
@@ -138,7 +139,7 @@ void shuffle(std::vector<int64_t>& v, Generator& g) {
 
 IndexSplit stratified_split(const std::vector<int32_t>& labels, double train_frac, double val_frac,
                             double test_frac, Generator& g) {
-  MN_CHECK(train_frac >= 0 && val_frac >= 0 && test_frac >= 0 &&
+  MN_DATA_CHECK(train_frac >= 0 && val_frac >= 0 && test_frac >= 0 &&
                train_frac + val_frac + test_frac <= 1.0 + 1e-9,
            "stratified_split: fractions must be >= 0 and sum to <= 1 (got ", train_frac, ", ",
            val_frac, ", ", test_frac, ")");
@@ -163,7 +164,7 @@ IndexSplit stratified_split(const std::vector<int32_t>& labels, double train_fra
 
 std::vector<int64_t> stratified_subset(const std::vector<int32_t>& labels, double fraction,
                                        Generator& g, bool min_one_per_class) {
-  MN_CHECK(fraction > 0 && fraction <= 1, "stratified_subset: fraction must be in (0, 1], got ",
+  MN_DATA_CHECK(fraction > 0 && fraction <= 1, "stratified_subset: fraction must be in (0, 1], got ",
            fraction);
   std::vector<int64_t> out;
   for (auto& cls : group(labels)) {

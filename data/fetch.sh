@@ -10,7 +10,8 @@
 #                                    (default ./datasets); NAME=all for every set
 #
 # NAME: omniglot mnist fashion-mnist kmnist iris orl_faces
-# Search order: $DATA_DIR/NAME, $MN_DATA_DIR/NAME, ./datasets/NAME, ../shared/datasets/NAME.
+# Search order (the C++ loader's and the README's): $MN_DATA_DIR/NAME, $DATA_DIR/NAME,
+# ./datasets/NAME, ../shared/datasets/NAME.
 #
 # Environment (for tests and mirrors):
 #   MN_FETCH_BASE_URL  replaces every source URL by $MN_FETCH_BASE_URL/NAME/<file>
@@ -58,7 +59,7 @@ complete_at() {  # complete_at NAME DIR
 
 locate() {
   local name="$1" base
-  for base in "${DATA_DIR:-}" "${MN_DATA_DIR:-}" ./datasets ../shared/datasets; do
+  for base in "${MN_DATA_DIR:-}" "${DATA_DIR:-}" ./datasets ../shared/datasets; do
     [ -n "$base" ] || continue
     if [ -d "$base/$name" ]; then
       if complete_at "$name" "$base/$name"; then echo "$base/$name"; return 0; fi

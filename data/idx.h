@@ -27,6 +27,10 @@ struct IdxArray {
 IdxArray read_idx(const std::string& path);
 // The (de)compressed bytes of a file: gunzip when gzip, else as is.
 std::vector<uint8_t> read_maybe_gz(const std::string& path);
+// From memory (for the fuzz targets; read_idx = parse_idx(gunzip_if_gzip(file))).
+// `path` is used in error messages only.
+std::vector<uint8_t> gunzip_if_gzip(std::vector<uint8_t> raw, const std::string& path);
+IdxArray parse_idx(const std::vector<uint8_t>& bytes, const std::string& path);
 
 // Images (N, H, W) + labels (N); class names "0".."9".
 ImageDataset load_idx_pair(const std::string& images_path, const std::string& labels_path,

@@ -6,13 +6,26 @@
 #define STBI_ONLY_PNM
 #define STBI_ONLY_JPEG
 #define STBI_ONLY_BMP
+// stb_image calls memcpy(NULL, src, 0) for a PNG whose first IDAT chunk is
+// empty (legal PNG; found by fuzz/fuzz_png under UBSan: a null argument to
+// memcpy is undefined behaviour even for 0 bytes). Debian's stb_image.h is not
+// ours to patch, so its memcpy calls go through a wrapper that skips empty copies.
+#include <cstring>
+namespace {
+inline void* mn_stb_memcpy(void* dst, const void* src, size_t n) {
+  return n == 0 ? dst : std::memcpy(dst, src, n);
+}
+}  // namespace
+#define memcpy(d, s, n) mn_stb_memcpy(d, s, n)
 #if __has_include(<stb_image.h>)
 #include <stb_image.h>
 #else
 #include <stb/stb_image.h>
 #endif
+#undef memcpy
 
 #include "data/image_io.h"
+#include "data/file_io.h"
 
 #include <zlib.h>
 
@@ -26,19 +39,7 @@
 namespace mn::data {
 
 std::vector<uint8_t> read_file_bytes(const std::string& path) {
-  FILE* f = std::fopen(path.c_str(), "rb");
-  MN_CHECK(f != nullptr, "read_file: cannot open '", path, "': ", std::strerror(errno));
-  std::vector<uint8_t> buf;
-  if (std::fseek(f, 0, SEEK_END) == 0) {
-    long n = std::ftell(f);
-    if (n > 0) buf.resize(static_cast<size_t>(n));
-    std::fseek(f, 0, SEEK_SET);
-  }
-  size_t got = buf.empty() ? 0 : std::fread(buf.data(), 1, buf.size(), f);
-  bool err = std::ferror(f) != 0;
-  std::fclose(f);
-  MN_CHECK(!err && got == buf.size(), "read_file: read error on '", path, "'");
-  return buf;
+  return read_regular_file(path, "read_file");
 }
 
 namespace {
@@ -57,7 +58,7 @@ struct PgmReader {
     while (pos < n) {
       if (b[pos] == '#') {
         while (pos < n && b[pos] != '\n') ++pos;
-      } else if (std::isspace(b[pos])) {
+      } else if (std::isspace(static_cast<unsigned char>(b[pos]))) {
         ++pos;
       } else {
         break;
@@ -66,12 +67,12 @@ struct PgmReader {
   }
   long number(const char* what) {
     skip();
-    MN_CHECK(pos < n && std::isdigit(b[pos]), "decode_pgm: '", name, "': truncated or malformed ",
+    MN_DATA_CHECK(pos < n && std::isdigit(static_cast<unsigned char>(b[pos])), "decode_pgm: '", name, "': truncated or malformed ",
              what);
     long v = 0;
-    while (pos < n && std::isdigit(b[pos])) {
+    while (pos < n && std::isdigit(static_cast<unsigned char>(b[pos]))) {
       v = v * 10 + (b[pos] - '0');
-      MN_CHECK(v < (1L << 30), "decode_pgm: '", name, "': ", what, " too large");
+      MN_DATA_CHECK(v < (1L << 30), "decode_pgm: '", name, "': ", what, " too large");
       ++pos;
     }
     return v;
@@ -81,13 +82,13 @@ struct PgmReader {
 }  // namespace
 
 GrayImage decode_pgm(const uint8_t* bytes, size_t n, const std::string& name) {
-  MN_CHECK(is_pgm(bytes, n), "decode_pgm: '", name, "' is not a PGM file (magic P2/P5 missing)");
+  MN_DATA_CHECK(is_pgm(bytes, n), "decode_pgm: '", name, "' is not a PGM file (magic P2/P5 missing)");
   const bool ascii = bytes[1] == '2';
   PgmReader r{bytes, n, 2, name};
   long w = r.number("width");
   long h = r.number("height");
   long maxval = r.number("maxval");
-  MN_CHECK(w > 0 && h > 0 && maxval > 0 && maxval <= 65535, "decode_pgm: '", name,
+  MN_DATA_CHECK(w > 0 && h > 0 && maxval > 0 && maxval <= 65535, "decode_pgm: '", name,
            "': bad header (width ", w, ", height ", h, ", maxval ", maxval, ")");
   GrayImage img;
   img.height = static_cast<int>(h);
@@ -95,8 +96,10 @@ GrayImage decode_pgm(const uint8_t* bytes, size_t n, const std::string& name) {
   const size_t count = static_cast<size_t>(w) * static_cast<size_t>(h);
   // Every pixel takes at least one byte of the file (P5) or one digit (P2):
   // refuse a header promising more before allocating w * h bytes for it.
-  MN_CHECK(count <= n - r.pos, "decode_pgm: '", name, "': header promises ", w, "x", h,
+  MN_DATA_CHECK(count <= n - r.pos, "decode_pgm: '", name, "': header promises ", w, "x", h,
            " pixels but only ", n - r.pos, " bytes follow (truncated or corrupt)");
+  MN_DATA_CHECK(w * h <= kMaxImagePixels, "decode_pgm: '", name, "': ", w, "x", h,
+                " pixels is more than the ", kMaxImagePixels, " this reader accepts");
   img.pixels.resize(count);
   auto scale = [maxval](long v) -> uint8_t {
     if (maxval == 255) return static_cast<uint8_t>(v);
@@ -105,33 +108,41 @@ GrayImage decode_pgm(const uint8_t* bytes, size_t n, const std::string& name) {
   if (ascii) {
     for (size_t i = 0; i < count; ++i) {
       long v = r.number("pixel data");
-      MN_CHECK(v <= maxval, "decode_pgm: '", name, "': pixel ", i, " = ", v, " exceeds maxval ",
+      MN_DATA_CHECK(v <= maxval, "decode_pgm: '", name, "': pixel ", i, " = ", v, " exceeds maxval ",
                maxval);
       img.pixels[i] = scale(v);
     }
     return img;
   }
   // P5: exactly one whitespace byte after maxval, then raw samples.
-  MN_CHECK(r.pos < n && std::isspace(bytes[r.pos]), "decode_pgm: '", name,
+  MN_DATA_CHECK(r.pos < n && std::isspace(static_cast<unsigned char>(bytes[r.pos])), "decode_pgm: '", name,
            "': truncated header");
   ++r.pos;
   const size_t bps = maxval < 256 ? 1 : 2;
-  MN_CHECK(n - r.pos >= count * bps, "decode_pgm: '", name, "': truncated pixel data (",
+  MN_DATA_CHECK(n - r.pos >= count * bps, "decode_pgm: '", name, "': truncated pixel data (",
            n - r.pos, " bytes, expected ", count * bps, " for ", w, "x", h, ")");
   const uint8_t* p = bytes + r.pos;
   for (size_t i = 0; i < count; ++i) {
     long v = bps == 1 ? p[i] : (static_cast<long>(p[2 * i]) << 8) | p[2 * i + 1];
-    MN_CHECK(v <= maxval, "decode_pgm: '", name, "': pixel ", i, " exceeds maxval");
+    MN_DATA_CHECK(v <= maxval, "decode_pgm: '", name, "': pixel ", i, " exceeds maxval");
     img.pixels[i] = scale(v);
   }
   return img;
 }
 
 GrayImage decode_gray_image(const uint8_t* bytes, size_t n, const std::string& name) {
-  MN_CHECK(n > 0, "decode_image: '", name, "' is empty");
+  MN_DATA_CHECK(n > 0, "decode_image: '", name, "' is empty (0 bytes): replace it with the image");
   if (is_pgm(bytes, n)) return decode_pgm(bytes, n, name);
-  MN_CHECK(n <= static_cast<size_t>(INT32_MAX), "decode_image: '", name, "' too large");
+  MN_DATA_CHECK(n <= static_cast<size_t>(INT32_MAX), "decode_image: '", name,
+                "' is larger than 2 GiB: not an image this library reads");
   int w = 0, h = 0, comp = 0;
+  // Refuse absurd sizes from the header before stb allocates for them: a
+  // 100-byte file may claim 16384 x 16384 pixels (found by fuzzing).
+  if (stbi_info_from_memory(bytes, static_cast<int>(n), &w, &h, &comp) == 1) {
+    MN_DATA_CHECK(static_cast<int64_t>(w) * h <= kMaxImagePixels, "decode_image: '", name,
+                  "': ", w, "x", h, " pixels is more than the ", kMaxImagePixels,
+                  " this reader accepts (corrupt header, or resize the image)");
+  }
   // Request one channel: stb converts colour to gray and expands low bit depths
   // (1-bit gray becomes 0/255).
   stbi_uc* px = stbi_load_from_memory(bytes, static_cast<int>(n), &w, &h, &comp, 1);
@@ -148,14 +159,14 @@ GrayImage decode_gray_image(const uint8_t* bytes, size_t n, const std::string& n
 }
 
 GrayImage read_gray_image(const std::string& path) {
-  std::vector<uint8_t> bytes = read_file_bytes(path);
+  std::vector<uint8_t> bytes = read_regular_file(path, "read_image");
   return decode_gray_image(bytes.data(), bytes.size(), path);
 }
 
 Tensor load_image_u8(const std::string& path, int expected_h, int expected_w) {
   GrayImage img = read_gray_image(path);
   if (expected_h > 0 || expected_w > 0) {
-    MN_CHECK((expected_h <= 0 || img.height == expected_h) &&
+    MN_DATA_CHECK((expected_h <= 0 || img.height == expected_h) &&
                  (expected_w <= 0 || img.width == expected_w),
              "load_image: '", path, "': wrong image size ", img.height, "x", img.width,
              " (H x W), expected ", expected_h, "x", expected_w);
@@ -164,9 +175,9 @@ Tensor load_image_u8(const std::string& path, int expected_h, int expected_w) {
 }
 
 Tensor to_float(const Tensor& u8, FloatMode mode, DType dtype) {
-  MN_CHECK(u8.dtype() == DType::U8, "to_float: expected uint8, got ", u8.desc());
-  MN_CHECK(u8.is_cpu(), "to_float: expected a CPU tensor, got ", u8.desc());
-  MN_CHECK(is_floating(dtype), "to_float: target dtype must be floating");
+  MN_DATA_CHECK(u8.dtype() == DType::U8, "to_float: expected uint8, got ", u8.desc());
+  MN_DATA_CHECK(u8.is_cpu(), "to_float: expected a CPU tensor, got ", u8.desc());
+  MN_DATA_CHECK(is_floating(dtype), "to_float: target dtype must be floating");
   Tensor src = u8.contiguous();
   Tensor out = Tensor::empty(src.shape(), dtype);
   const uint8_t* s = src.data<uint8_t>();
@@ -185,11 +196,11 @@ Tensor to_float(const Tensor& u8, FloatMode mode, DType dtype) {
 
 void write_pgm(const std::string& path, const GrayImage& img) {
   std::ofstream f(path, std::ios::binary);
-  MN_CHECK(f.good(), "write_pgm: cannot create '", path, "'");
+  MN_DATA_CHECK(f.good(), "write_pgm: cannot create '", path, "'");
   f << "P5\n" << img.width << " " << img.height << "\n255\n";
   f.write(reinterpret_cast<const char*>(img.pixels.data()),
           static_cast<std::streamsize>(img.pixels.size()));
-  MN_CHECK(f.good(), "write_pgm: write error on '", path, "'");
+  MN_DATA_CHECK(f.good(), "write_pgm: write error on '", path, "'");
 }
 
 namespace {
@@ -210,7 +221,7 @@ void put_chunk(std::vector<uint8_t>& out, const char* type, const std::vector<ui
 }  // namespace
 
 void write_png_gray(const std::string& path, const GrayImage& img, bool one_bit) {
-  MN_CHECK(img.width > 0 && img.height > 0 &&
+  MN_DATA_CHECK(img.width > 0 && img.height > 0 &&
                img.pixels.size() == static_cast<size_t>(img.width) * img.height,
            "write_png: '", path, "': bad image buffer");
   const size_t row_bytes = one_bit ? (static_cast<size_t>(img.width) + 7) / 8 : img.width;
@@ -234,7 +245,7 @@ void write_png_gray(const std::string& path, const GrayImage& img, bool one_bit)
   }
   uLongf zlen = compressBound(static_cast<uLong>(raw.size()));
   std::vector<uint8_t> z(zlen);
-  MN_CHECK(compress(z.data(), &zlen, raw.data(), static_cast<uLong>(raw.size())) == Z_OK,
+  MN_DATA_CHECK(compress(z.data(), &zlen, raw.data(), static_cast<uLong>(raw.size())) == Z_OK,
            "write_png: '", path, "': zlib compress failed");
   z.resize(zlen);
   std::vector<uint8_t> out = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
@@ -250,9 +261,9 @@ void write_png_gray(const std::string& path, const GrayImage& img, bool one_bit)
   put_chunk(out, "IDAT", z);
   put_chunk(out, "IEND", {});
   std::ofstream f(path, std::ios::binary);
-  MN_CHECK(f.good(), "write_png: cannot create '", path, "'");
+  MN_DATA_CHECK(f.good(), "write_png: cannot create '", path, "'");
   f.write(reinterpret_cast<const char*>(out.data()), static_cast<std::streamsize>(out.size()));
-  MN_CHECK(f.good(), "write_png: write error on '", path, "'");
+  MN_DATA_CHECK(f.good(), "write_png: write error on '", path, "'");
 }
 
 }  // namespace mn::data

@@ -21,6 +21,10 @@
 
 namespace mn::data {
 
+// The largest image the decoders accept (64 Mpixel, e.g. 8192 x 8192): a
+// corrupt header cannot make them allocate gigabytes.
+constexpr int64_t kMaxImagePixels = int64_t(1) << 26;
+
 // One gray image, row-major (H, W).
 struct GrayImage {
   int height = 0;
@@ -36,7 +40,8 @@ GrayImage decode_gray_image(const uint8_t* bytes, size_t n, const std::string& n
 // PGM only (P2 or P5).
 GrayImage decode_pgm(const uint8_t* bytes, size_t n, const std::string& name);
 
-// Reads a whole file into memory (throws naming the file when it cannot).
+// Reads a whole regular file into memory (throws naming the file when it cannot,
+// or when it is a directory, FIFO or device; see data/file_io.h).
 std::vector<uint8_t> read_file_bytes(const std::string& path);
 
 // The image as a (H, W) uint8 CPU tensor. When expected_h/expected_w are > 0 the

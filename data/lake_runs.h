@@ -34,6 +34,10 @@ struct LakeRun {
 // trials unless expect_runs <= 0). Throws naming the file on a missing or
 // malformed class_labels.txt, an unknown or repeated file, or a bad image.
 std::vector<LakeRun> load_lake_runs(const std::string& all_runs_dir, int expect_runs = 20);
+// One run's class_labels.txt from text (no images loaded): files and answers.
+// `labels` names the file in errors, `run_name` is the folder ("run01").
+LakeRun parse_lake_run_labels(const std::string& text, const std::string& labels,
+                              const std::string& run_name);
 
 enum class ScoreKind { Cost, Similarity };  // lower = closer, or higher = closer
 

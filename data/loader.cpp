@@ -1,6 +1,7 @@
 // Image gather (CPU loop + dispatch) and the triplet loader (GPU-resident images,
 // CPU prefetch thread).
 #include "data/loader.h"
+#include "data/file_io.h"
 #include "kernels/elementwise.h"
 
 #include "runtime/dispatch.h"
@@ -12,7 +13,7 @@ template <typename T>
 void gather_images_cpu(const uint8_t* src, int64_t N, int64_t plane, const int64_t* idx, int64_t B,
                        bool ink, T* out) {
   for (int64_t b = 0; b < B; ++b)
-    MN_CHECK(idx[b] >= 0 && idx[b] < N, "gather_images: index ", idx[b], " out of range [0, ", N, ")");
+    MN_DATA_CHECK(idx[b] >= 0 && idx[b] < N, "gather_images: index ", idx[b], " out of range [0, ", N, ")");
   parallel_for(0, B, 8, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       const uint8_t* s = src + idx[b] * plane;
@@ -29,8 +30,8 @@ template void gather_images_cpu<double>(const uint8_t*, int64_t, int64_t, const 
 
 Tensor gather_images_float(const Tensor& images, const Tensor& idx, FloatMode mode, DType dtype) {
   check_dim("gather_images", images, 3, "images");
-  MN_CHECK(images.dtype() == DType::U8, "gather_images: images must be uint8, got ", images.desc());
-  MN_CHECK(idx.dtype() == DType::I64 && idx.dim() == 1, "gather_images: idx must be (B) int64, got ",
+  MN_DATA_CHECK(images.dtype() == DType::U8, "gather_images: images must be uint8, got ", images.desc());
+  MN_DATA_CHECK(idx.dtype() == DType::I64 && idx.dim() == 1, "gather_images: idx must be (B) int64, got ",
            idx.desc());
   check_same_device("gather_images", images, idx);
   Tensor x = images.contiguous(), ix = idx.contiguous();
@@ -49,7 +50,7 @@ Tensor gather_images_float(const Tensor& images, const Tensor& idx, FloatMode mo
 TripletLoader::TripletLoader(const ImageDataset& ds, const TripletLoaderOptions& opt)
     : opt_(opt), classes_(ds.labels), gen_(opt.seed, opt.offset) {
   ds.validate("TripletLoader");
-  MN_CHECK(opt.batch_size >= 1, "TripletLoader: batch_size must be >= 1");
+  MN_DATA_CHECK(opt.batch_size >= 1, "TripletLoader: batch_size must be >= 1");
   images_ = ds.images.to(opt.device);  // the one upload of the whole set
   if (opt.sampling != TripletSampling::Random) {
     const int64_t N = ds.size();

@@ -1,8 +1,11 @@
 // Omniglot indexing, PNG decoding (parallel), the packed cache and the splits.
 #include "data/omniglot.h"
+#include "data/file_io.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
+// Header-only use (XXH_INLINE_ALL): no library to link or export.
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -25,8 +28,6 @@ struct Entry {
   std::string rel;  // "Alphabet/characterNN/<id>_<drawer>.png"
   int32_t cls;
   int32_t drawer;
-  uint64_t size;
-  int64_t mtime_ns;
 };
 
 struct Listing {
@@ -34,7 +35,13 @@ struct Listing {
   std::vector<std::string> classes;      // "Alphabet/characterNN"
   std::vector<int32_t> class_alphabet;
   std::vector<Entry> files;
-  uint64_t hash = 0;
+};
+
+// The files' bytes (read once: hashed for the cache key, decoded on a miss) and
+// the key: XXH3-64 over every (relative path, content hash) in listing order.
+struct Contents {
+  std::vector<std::vector<uint8_t>> bytes;  // (N) whole files
+  uint64_t key = 0;
 };
 
 std::vector<std::string> sorted_subdirs(const fs::path& dir) {
@@ -43,93 +50,105 @@ std::vector<std::string> sorted_subdirs(const fs::path& dir) {
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     if (it->is_directory(ec)) out.push_back(it->path().filename().string());
   }
-  MN_CHECK(!ec, "omniglot: cannot list '", dir.string(), "': ", ec.message());
+  MN_DATA_CHECK(!ec, "omniglot: cannot list '", dir.string(), "': ", ec.message());
   std::sort(out.begin(), out.end());
   return out;
 }
 
-inline void fnv(uint64_t& h, const void* p, size_t n) {
-  const uint8_t* b = static_cast<const uint8_t*>(p);
-  for (size_t i = 0; i < n; ++i) {
-    h ^= b[i];
-    h *= 1099511628211ULL;
-  }
-}
-
 // "<id>_<drawer>.png" -> drawer (1..99); throws on any other name.
 int32_t parse_drawer(const std::string& name, const std::string& path) {
-  size_t us = name.rfind('_');
-  size_t dot = name.rfind(".png");
-  bool ok = us != std::string::npos && dot != std::string::npos && dot == name.size() - 4 &&
-            us > 0 && dot > us + 1;
-  int32_t d = 0;
-  if (ok) {
-    for (size_t i = 0; i < us; ++i) ok = ok && std::isdigit(static_cast<unsigned char>(name[i]));
-    for (size_t i = us + 1; i < dot; ++i) {
-      ok = ok && std::isdigit(static_cast<unsigned char>(name[i]));
-      if (ok) d = d * 10 + (name[i] - '0');
-    }
-  }
-  MN_CHECK(ok && d >= 1 && d <= 99, "omniglot: '", path,
-           "': file name is not of the form <id>_<drawer>.png");
-  return d;
+  const size_t us = name.rfind('_');
+  const bool shape = us != std::string::npos && us > 0 && name.size() > 4 &&
+                     name.compare(name.size() - 4, 4, ".png") == 0 && name.size() - 4 > us + 1;
+  int64_t id = 0, d = 0;
+  // parse_int_in_range rejects overlong digit strings (the old loop overflowed).
+  const bool ok = shape && parse_int_in_range(name.substr(0, us), 0, INT32_MAX, &id) &&
+                  parse_int_in_range(name.substr(us + 1, name.size() - 4 - us - 1), 1, 99, &d);
+  MN_DATA_CHECK(ok, "omniglot: '", path,
+                "': file name is not of the form <id>_<drawer>.png (drawer 1..99): rename or "
+                "remove the file");
+  return static_cast<int32_t>(d);
 }
 
 Listing scan(const std::string& set_dir) {
   std::error_code ec;
-  MN_CHECK(fs::is_directory(set_dir, ec), "omniglot: missing folder '", set_dir, "'");
+  MN_DATA_CHECK(fs::is_directory(set_dir, ec), "omniglot: missing folder '", set_dir, "'");
   Listing L;
   L.alphabets = sorted_subdirs(set_dir);
-  MN_CHECK(!L.alphabets.empty(), "omniglot: folder '", set_dir, "' holds no alphabet folders");
-  uint64_t h = 1469598103934665603ULL;
+  MN_DATA_CHECK(!L.alphabets.empty(), "omniglot: folder '", set_dir,
+                "' holds no alphabet folders (expected <set>/<Alphabet>/characterNN/*.png)");
   for (size_t a = 0; a < L.alphabets.size(); ++a) {
     fs::path adir = fs::path(set_dir) / L.alphabets[a];
     std::vector<std::string> chars = sorted_subdirs(adir);
-    MN_CHECK(!chars.empty(), "omniglot: empty alphabet '", adir.string(),
-             "' (no character folders)");
+    MN_DATA_CHECK(!chars.empty(), "omniglot: empty alphabet '", adir.string(),
+                  "' (no character folders): remove it or restore its characters");
     for (const auto& c : chars) {
       fs::path cdir = adir / c;
       std::vector<std::string> names;
       for (fs::directory_iterator it(cdir, ec), end; !ec && it != end; it.increment(ec)) {
         std::string n = it->path().filename().string();
-        if (n.size() > 4 && n.compare(n.size() - 4, 4, ".png") == 0) names.push_back(n);
+        // A directory or FIFO named *.png is skipped with a warning, never read.
+        if (n.size() > 4 && n.compare(n.size() - 4, 4, ".png") == 0 &&
+            regular_file_or_warn(*it, "omniglot"))
+          names.push_back(n);
       }
-      MN_CHECK(!ec, "omniglot: cannot list '", cdir.string(), "': ", ec.message());
-      MN_CHECK(!names.empty(), "omniglot: character folder '", cdir.string(), "' holds no PNG files");
+      MN_DATA_CHECK(!ec, "omniglot: cannot list '", cdir.string(), "': ", ec.message());
+      MN_DATA_CHECK(!names.empty(), "omniglot: character folder '", cdir.string(),
+                    "' holds no PNG files: remove it or restore its images");
       std::sort(names.begin(), names.end());
       const int32_t cls = static_cast<int32_t>(L.classes.size());
       L.classes.push_back(L.alphabets[a] + "/" + c);
       L.class_alphabet.push_back(static_cast<int32_t>(a));
       for (const auto& n : names) {
-        std::string full = (cdir / n).string();
-        struct stat st {};
-        MN_CHECK(::stat(full.c_str(), &st) == 0, "omniglot: cannot stat '", full, "'");
         Entry e;
         e.rel = L.classes.back() + "/" + n;
         e.cls = cls;
-        e.drawer = parse_drawer(n, full);
-        e.size = static_cast<uint64_t>(st.st_size);
-        e.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
-        fnv(h, e.rel.data(), e.rel.size() + 0);
-        fnv(h, "\0", 1);
-        fnv(h, &e.size, sizeof e.size);
-        fnv(h, &e.mtime_ns, sizeof e.mtime_ns);
+        e.drawer = parse_drawer(n, (cdir / n).string());
         L.files.push_back(std::move(e));
       }
     }
   }
-  uint64_t n = L.files.size();
-  fnv(h, &n, sizeof n);
-  L.hash = h;
   return L;
 }
 
-ImageDataset decode_all(const std::string& set_dir, const Listing& L, int expected) {
+// Reads every file (in parallel) and keys the set on its content: a pack is
+// reused only for byte-identical images under the same names. Size and mtime
+// are not enough (an image rewritten with the same size and mtime kept a stale
+// pack in use). XXH3 hashes at several GB/s, so the key costs little next to
+// reading the files, which any load does anyway.
+Contents read_contents(const std::string& set_dir, const Listing& L) {
+  Contents C;
+  const int64_t N = static_cast<int64_t>(L.files.size());
+  C.bytes.resize(static_cast<size_t>(N));
+  std::vector<XXH64_hash_t> h(static_cast<size_t>(N));
+  parallel_for(0, N, 64, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      C.bytes[i] = read_regular_file((fs::path(set_dir) / L.files[i].rel).string(), "omniglot");
+      h[i] = XXH3_64bits(C.bytes[i].data(), C.bytes[i].size());
+    }
+  });
+  XXH3_state_t* st = XXH3_createState();
+  MN_DATA_CHECK(st != nullptr, "omniglot: out of memory while hashing '", set_dir, "'");
+  XXH3_64bits_reset(st);
+  for (int64_t i = 0; i < N; ++i) {
+    XXH3_64bits_update(st, L.files[i].rel.data(), L.files[i].rel.size() + 1);  // + '\0'
+    XXH3_64bits_update(st, &h[i], sizeof h[i]);
+  }
+  const uint64_t n = static_cast<uint64_t>(N);
+  XXH3_64bits_update(st, &n, sizeof n);
+  C.key = XXH3_64bits_digest(st);
+  XXH3_freeState(st);
+  return C;
+}
+
+ImageDataset decode_all(const std::string& set_dir, const Listing& L, const Contents& C,
+                        int expected) {
   const int64_t N = static_cast<int64_t>(L.files.size());
   // Decode the first image to learn the size when no size is imposed.
   int H = expected, W = expected;
   if (expected <= 0) {
-    GrayImage first = read_gray_image((fs::path(set_dir) / L.files[0].rel).string());
+    GrayImage first = decode_gray_image(C.bytes[0].data(), C.bytes[0].size(),
+                                        (fs::path(set_dir) / L.files[0].rel).string());
     H = first.height;
     W = first.width;
   }
@@ -140,9 +159,10 @@ ImageDataset decode_all(const std::string& set_dir, const Listing& L, int expect
   parallel_for(0, N, 64, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       std::string path = (fs::path(set_dir) / L.files[i].rel).string();
-      GrayImage img = read_gray_image(path);
-      MN_CHECK(img.height == H && img.width == W, "omniglot: '", path, "': wrong image size ",
-               img.height, "x", img.width, ", expected ", H, "x", W);
+      GrayImage img = decode_gray_image(C.bytes[i].data(), C.bytes[i].size(), path);
+      MN_DATA_CHECK(img.height == H && img.width == W, "omniglot: '", path, "': wrong image size ",
+                    img.height, "x", img.width, ", expected ", H, "x", W,
+                    ": replace or remove the image");
       std::memcpy(out + i * plane, img.pixels.data(), plane);
     }
   });
@@ -161,7 +181,10 @@ ImageDataset decode_all(const std::string& set_dir, const Listing& L, int expect
 }
 
 // ---- pack file --------------------------------------------------------------
-constexpr char kMagic[8] = {'M', 'N', 'P', 'A', 'C', 'K', '0', '1'};
+// Version 02: the checksum covers every byte before it (01 covered only the
+// first 64 KiB of the pixels, so later damage went unnoticed) and the key is the
+// content key. A version-01 pack fails the magic check and is rebuilt.
+constexpr char kMagic[8] = {'M', 'N', 'P', 'A', 'C', 'K', '0', '2'};
 
 struct Writer {
   std::vector<uint8_t> buf;
@@ -182,7 +205,7 @@ struct Reader {
   size_t n, pos = 0;
   const std::string& name;
   void need(size_t k) {
-    MN_CHECK(pos + k <= n, "omniglot cache: '", name, "' is truncated");
+    MN_DATA_CHECK(pos + k <= n, "omniglot cache: '", name, "' is truncated");
   }
   void raw(void* d, size_t k) {
     need(k);
@@ -200,10 +223,21 @@ struct Reader {
   }
 };
 
+// One pack per set folder, named after the folder and a hash of its resolved
+// absolute path: two folders of the same name (a --test-dir called
+// images_evaluation and the real one) keep separate packs instead of
+// overwriting each other's on every load.
 std::string pack_path(const std::string& cache_dir, const std::string& set_dir) {
-  std::string set = fs::path(set_dir).lexically_normal().filename().string();
-  if (set.empty()) set = fs::path(set_dir).lexically_normal().parent_path().filename().string();
-  return (fs::path(cache_dir) / ("omniglot_" + set + ".mnpack")).string();
+  std::error_code ec;
+  fs::path abs = fs::weakly_canonical(fs::absolute(set_dir), ec);
+  if (ec) abs = fs::absolute(set_dir).lexically_normal();
+  std::string set = abs.filename().string();
+  if (set.empty()) set = abs.parent_path().filename().string();
+  const std::string where = abs.string();
+  char tag[17];
+  std::snprintf(tag, sizeof tag, "%016llx",
+                static_cast<unsigned long long>(XXH3_64bits(where.data(), where.size())));
+  return (fs::path(cache_dir) / ("omniglot_" + set + "_" + tag + ".mnpack")).string();
 }
 
 void write_pack(const std::string& path, const ImageDataset& ds, uint64_t hash) {
@@ -241,15 +275,13 @@ void write_pack(const std::string& path, const ImageDataset& ds, uint64_t hash) 
   }
   w.u64(payload.size());
   w.raw(payload.data(), payload.size());
-  uint64_t check = 1469598103934665603ULL;
-  fnv(check, payload.data(), std::min<size_t>(payload.size(), 1 << 16));
-  w.u64(check);
+  w.u64(XXH3_64bits(w.buf.data(), w.buf.size()));
 
   std::error_code ec;
   fs::create_directories(fs::path(path).parent_path(), ec);
   std::string tmp = path + ".tmp" + std::to_string(::getpid());
   FILE* f = std::fopen(tmp.c_str(), "wb");
-  MN_CHECK(f != nullptr, "omniglot cache: cannot create '", tmp, "'");
+  MN_DATA_CHECK(f != nullptr, "omniglot cache: cannot create '", tmp, "'");
   size_t put = std::fwrite(w.buf.data(), 1, w.buf.size(), f);
   bool ok = put == w.buf.size() && std::fclose(f) == 0;
   if (!ok) {
@@ -257,7 +289,7 @@ void write_pack(const std::string& path, const ImageDataset& ds, uint64_t hash) 
     MN_THROW("omniglot cache: write error on '", tmp, "'");
   }
   fs::rename(tmp, path, ec);  // atomic replace: readers never see a partial pack
-  MN_CHECK(!ec, "omniglot cache: cannot rename '", tmp, "' to '", path, "': ", ec.message());
+  MN_DATA_CHECK(!ec, "omniglot cache: cannot rename '", tmp, "' to '", path, "': ", ec.message());
 }
 
 // Returns false (no throw) when the pack is absent or for another listing;
@@ -272,7 +304,12 @@ bool read_pack(const std::string& path, uint64_t hash, ImageDataset& ds) {
     return false;
   }
   try {
-    Reader r{bytes.data(), bytes.size(), 0, path};
+    // Checksum first: every byte before the trailing 8 must hash to them.
+    if (bytes.size() < 16) return false;
+    uint64_t stored = 0;
+    std::memcpy(&stored, bytes.data() + bytes.size() - 8, 8);
+    if (XXH3_64bits(bytes.data(), bytes.size() - 8) != stored) return false;
+    Reader r{bytes.data(), bytes.size() - 8, 0, path};
     char magic[8];
     r.raw(magic, 8);
     if (std::memcmp(magic, kMagic, 8) != 0) return false;
@@ -306,12 +343,10 @@ bool read_pack(const std::string& path, uint64_t hash, ImageDataset& ds) {
     const size_t total = static_cast<size_t>(N * H * W);
     const uint64_t plen = r.u64();
     if (plen != (binary ? (total + 7) / 8 : total)) return false;
-    r.need(plen + 8);
+    r.need(plen);
     const uint8_t* payload = bytes.data() + r.pos;
     r.pos += plen;
-    uint64_t check = 1469598103934665603ULL;
-    fnv(check, payload, std::min<size_t>(plen, 1 << 16));
-    if (r.u64() != check || r.pos != bytes.size()) return false;
+    if (r.pos != r.n) return false;
     out.images = Tensor::empty({N, H, W}, DType::U8);
     uint8_t* px = out.images.data<uint8_t>();
     if (binary) {
@@ -347,14 +382,18 @@ bool read_pack(const std::string& path, uint64_t hash, ImageDataset& ds) {
 
 int omniglot_last_cache_action() { return g_last_cache_action; }
 
-uint64_t omniglot_listing_hash(const std::string& set_dir) { return scan(set_dir).hash; }
+uint64_t omniglot_listing_hash(const std::string& set_dir) {
+  const Listing L = scan(set_dir);
+  return read_contents(set_dir, L).key;
+}
 
 ImageDataset load_omniglot_set(const std::string& set_dir, const OmniglotLoadOptions& opt) {
   Listing L = scan(set_dir);
+  Contents C = read_contents(set_dir, L);
   if (!opt.cache_dir.empty()) {
     const std::string pack = pack_path(opt.cache_dir, set_dir);
     ImageDataset ds;
-    if (read_pack(pack, L.hash, ds)) {
+    if (read_pack(pack, C.key, ds)) {
       const bool size_ok = opt.expected_size <= 0 ||
                            (ds.height() == opt.expected_size && ds.width() == opt.expected_size);
       if (size_ok) {
@@ -363,21 +402,21 @@ ImageDataset load_omniglot_set(const std::string& set_dir, const OmniglotLoadOpt
         return ds;
       }
     }
-    ds = decode_all(set_dir, L, opt.expected_size);
+    ds = decode_all(set_dir, L, C, opt.expected_size);
     ds.validate(set_dir);
-    write_pack(pack, ds, L.hash);
+    write_pack(pack, ds, C.key);
     g_last_cache_action = 2;
     if (opt.verbose) std::cerr << "omniglot: decoded " << ds.size() << " PNGs, wrote " << pack << "\n";
     return ds;
   }
   g_last_cache_action = 0;
-  ImageDataset ds = decode_all(set_dir, L, opt.expected_size);
+  ImageDataset ds = decode_all(set_dir, L, C, opt.expected_size);
   ds.validate(set_dir);
   return ds;
 }
 
 std::vector<int64_t> indices_with_drawers(const ImageDataset& ds, int lo, int hi) {
-  MN_CHECK(ds.drawer.size() == ds.labels.size(), "indices_with_drawers: dataset has no drawers");
+  MN_DATA_CHECK(ds.drawer.size() == ds.labels.size(), "indices_with_drawers: dataset has no drawers");
   std::vector<int64_t> out;
   for (size_t i = 0; i < ds.drawer.size(); ++i)
     if (ds.drawer[i] >= lo && ds.drawer[i] <= hi) out.push_back(static_cast<int64_t>(i));
@@ -385,7 +424,7 @@ std::vector<int64_t> indices_with_drawers(const ImageDataset& ds, int lo, int hi
 }
 
 OmniglotSplits load_omniglot_splits(const OmniglotSplitOptions& opt) {
-  MN_CHECK(opt.train_max_drawer >= 1 && opt.val_drawer_lo >= 1 &&
+  MN_DATA_CHECK(opt.train_max_drawer >= 1 && opt.val_drawer_lo >= 1 &&
                opt.val_drawer_lo <= opt.val_drawer_hi,
            "omniglot splits: bad drawer options (train_max_drawer ", opt.train_max_drawer,
            ", val drawers ", opt.val_drawer_lo, "..", opt.val_drawer_hi, ")");
@@ -398,12 +437,12 @@ OmniglotSplits load_omniglot_splits(const OmniglotSplitOptions& opt) {
     ImageDataset ev = load_omniglot_set((fs::path(opt.root) / "images_evaluation").string(), lo);
     s.val = subset(ev, indices_with_drawers(ev, opt.val_drawer_lo, opt.val_drawer_hi));
   } else {
-    MN_CHECK(opt.val_drawer_lo > opt.train_max_drawer,
+    MN_DATA_CHECK(opt.val_drawer_lo > opt.train_max_drawer,
              "omniglot splits: held-out validation drawers ", opt.val_drawer_lo, "..",
              opt.val_drawer_hi, " overlap the training drawers 1..", opt.train_max_drawer);
     s.val = subset(bg, indices_with_drawers(bg, opt.val_drawer_lo, opt.val_drawer_hi));
   }
-  MN_CHECK(s.train.size() > 0 && s.val.size() > 0, "omniglot splits: empty split (train ",
+  MN_DATA_CHECK(s.train.size() > 0 && s.val.size() > 0, "omniglot splits: empty split (train ",
            s.train.size(), ", val ", s.val.size(), ")");
   s.description = detail::str(
       "train: ", s.train.alphabet_names.size(), " alphabets, ", s.train.num_classes(),

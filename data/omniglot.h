@@ -11,11 +11,14 @@
 //           Validation::HeldOutDrawers: the background alphabets' drawers
 //           val_drawer_lo..val_drawer_hi (must not overlap the training drawers).
 //
-// Cache: load_omniglot_set() with a cache_dir writes <cache_dir>/omniglot_<set>.mnpack
-// holding every image (1 bit per pixel when the set is binary, else 8) plus the
-// index, keyed by a 64-bit FNV-1a hash of the sorted listing (relative path,
-// size, mtime in ns, file count). A changed, added or removed file changes the
-// key and the pack is rebuilt; a damaged pack is rebuilt too (never half-used).
+// Cache: load_omniglot_set() with a cache_dir writes
+// <cache_dir>/omniglot_<set>_<path hash>.mnpack (one pack per resolved absolute
+// folder path) holding every image (1 bit per pixel when the set is binary,
+// else 8) plus the index, keyed on content: XXH3-64 over every file's relative
+// path and the XXH3-64 of its bytes. A changed, added or removed file changes
+// the key (whatever its size and mtime) and the pack is rebuilt; a pack whose
+// checksum (XXH3-64 of all its bytes) fails is rebuilt too (never half-used).
+// Entries named *.png that are not regular files are skipped with a warning.
 #pragma once
 #include <string>
 
@@ -40,7 +43,7 @@ ImageDataset load_omniglot_set(const std::string& set_dir, const OmniglotLoadOpt
 // and benchmarks): 0 = no cache, 1 = loaded from the pack, 2 = (re)built it.
 int omniglot_last_cache_action();
 
-// The listing key of a set folder (see above).
+// The content key of a set folder (see above; reads every file).
 uint64_t omniglot_listing_hash(const std::string& set_dir);
 
 enum class OmniglotValidation { EvaluationAlphabets, HeldOutDrawers };

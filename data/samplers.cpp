@@ -1,5 +1,6 @@
 // Random triplets/pairs, P x K batches, SSIM-mined triplets.
 #include "data/samplers.h"
+#include "data/file_io.h"
 
 #include <cmath>
 
@@ -10,7 +11,7 @@ namespace mn::data {
 ClassIndex::ClassIndex(const std::vector<int32_t>& labels) : labels_(labels) {
   int32_t mx = -1;
   for (int32_t l : labels) {
-    MN_CHECK(l >= 0, "ClassIndex: negative label ", l);
+    MN_DATA_CHECK(l >= 0, "ClassIndex: negative label ", l);
     mx = std::max(mx, l);
   }
   by_class_.resize(static_cast<size_t>(mx + 1));
@@ -33,7 +34,7 @@ int64_t uniform_index(int64_t n, Generator& g) { return g.next_int(0, n); }
 // A class other than `c`, uniform among the non-empty ones.
 int32_t other_class(const ClassIndex& ci, int32_t c, Generator& g) {
   const auto& nonempty = ci.classes_with_at_least(1);
-  MN_CHECK(nonempty.size() >= 2, "sampler: need at least two non-empty classes");
+  MN_DATA_CHECK(nonempty.size() >= 2, "sampler: need at least two non-empty classes");
   while (true) {
     int32_t o = nonempty[uniform_index(static_cast<int64_t>(nonempty.size()), g)];
     if (o != c) return o;
@@ -44,7 +45,7 @@ int32_t other_class(const ClassIndex& ci, int32_t c, Generator& g) {
 // distinct images of it.
 void anchor_positive(const ClassIndex& ci, Generator& g, int32_t& c, int64_t& a, int64_t& p) {
   const auto& ok = ci.classes_with_at_least(2);
-  MN_CHECK(!ok.empty(), "sampler: no class has two images");
+  MN_DATA_CHECK(!ok.empty(), "sampler: no class has two images");
   c = ok[uniform_index(static_cast<int64_t>(ok.size()), g)];
   const auto& imgs = ci.images_of(c);
   const int64_t n = static_cast<int64_t>(imgs.size());
@@ -71,7 +72,7 @@ std::vector<Triplet> sample_random_triplets(const ClassIndex& ci, int64_t count,
 }
 
 std::vector<Pair> sample_random_pairs(const ClassIndex& ci, int64_t count, double share, Generator& g) {
-  MN_CHECK(share >= 0 && share <= 1, "sample_random_pairs: genuine share must be in [0, 1], got ", share);
+  MN_DATA_CHECK(share >= 0 && share <= 1, "sample_random_pairs: genuine share must be in [0, 1], got ", share);
   const int64_t n_gen = std::llround(share * static_cast<double>(count));
   std::vector<Pair> out;
   out.reserve(count);
@@ -93,9 +94,9 @@ std::vector<Pair> sample_random_pairs(const ClassIndex& ci, int64_t count, doubl
 }
 
 std::vector<int64_t> sample_pk_batch(const ClassIndex& ci, int P, int K, Generator& g) {
-  MN_CHECK(P >= 1 && K >= 1, "sample_pk_batch: P and K must be >= 1 (got ", P, ", ", K, ")");
+  MN_DATA_CHECK(P >= 1 && K >= 1, "sample_pk_batch: P and K must be >= 1 (got ", P, ", ", K, ")");
   const auto& ok = ci.classes_with_at_least(K);
-  MN_CHECK(static_cast<int>(ok.size()) >= P, "sample_pk_batch: only ", ok.size(),
+  MN_DATA_CHECK(static_cast<int>(ok.size()) >= P, "sample_pk_batch: only ", ok.size(),
            " classes have ", K, " images, need P = ", P);
   std::vector<int64_t> cls = sample_without_replacement(static_cast<int64_t>(ok.size()), P, g);
   std::vector<int64_t> out;
@@ -111,7 +112,7 @@ std::vector<int64_t> sample_pk_batch(const ClassIndex& ci, int P, int K, Generat
 std::vector<Triplet> sample_ssim_triplets(const ClassIndex& ci, const Tensor& images,
                                           double data_range, int64_t count, Generator& g,
                                           bool mine_positive, bool mine_negative) {
-  MN_CHECK(images.dim() == 3, "sample_ssim_triplets: images must be (N, H, W), got ", images.desc());
+  MN_DATA_CHECK(images.dim() == 3, "sample_ssim_triplets: images must be (N, H, W), got ", images.desc());
   // 1. Anchors and the negative class, drawn on the host.
   std::vector<Triplet> out(count);
   std::vector<int32_t> neg_class(count);
@@ -139,7 +140,7 @@ std::vector<Triplet> sample_ssim_triplets(const ClassIndex& ci, const Tensor& im
   }
   if (ia.empty()) return out;
   for (int64_t i : ib)
-    MN_CHECK(i < images.size(0), "sample_ssim_triplets: image index ", i, " beyond the ",
+    MN_DATA_CHECK(i < images.size(0), "sample_ssim_triplets: image index ", i, " beyond the ",
              images.size(0), " images");
   // 2. Every SSIM in one batched call, where the images live.
   const int64_t P = static_cast<int64_t>(ia.size());

@@ -1,6 +1,7 @@
 // One-shot task generation (Lake/Koch within-alphabet; Omniglot-study anchor
 // variant) and their evaluation.
 #include "data/tasks.h"
+#include "data/file_io.h"
 
 #include <algorithm>
 #include <cmath>
@@ -14,7 +15,7 @@ Tensor gather_images(const ImageDataset& ds, const std::vector<int64_t>& idx) {
   Tensor out = Tensor::empty({static_cast<int64_t>(idx.size()), H, W}, DType::U8);
   Tensor src = ds.images.contiguous();
   for (size_t k = 0; k < idx.size(); ++k) {
-    MN_CHECK(idx[k] >= 0 && idx[k] < ds.size(), "gather_images: index ", idx[k],
+    MN_DATA_CHECK(idx[k] >= 0 && idx[k] < ds.size(), "gather_images: index ", idx[k],
              " out of range [0, ", ds.size(), ")");
     std::memcpy(out.data<uint8_t>() + k * plane, src.data<uint8_t>() + idx[k] * plane,
                 static_cast<size_t>(plane));
@@ -30,14 +31,14 @@ V pick(const std::vector<V>& v, Generator& g) {
 }  // namespace
 
 std::vector<OneShotTask> make_one_shot_tasks(const ImageDataset& ds, const TaskOptions& opt) {
-  MN_CHECK(opt.n_way >= 2 && opt.num_tasks >= 0, "make_one_shot_tasks: n_way must be >= 2 (got ",
+  MN_DATA_CHECK(opt.n_way >= 2 && opt.num_tasks >= 0, "make_one_shot_tasks: n_way must be >= 2 (got ",
            opt.n_way, ") and num_tasks >= 0 (got ", opt.num_tasks, ")");
   const auto by_class = ds.indices_by_class();
   // Groups of classes to draw characters from: one per alphabet, or all classes.
   std::vector<std::vector<int32_t>> groups;
   std::vector<int32_t> group_alpha;
   if (opt.within_alphabet) {
-    MN_CHECK(!ds.class_alphabet.empty(), "make_one_shot_tasks: within_alphabet needs alphabets");
+    MN_DATA_CHECK(!ds.class_alphabet.empty(), "make_one_shot_tasks: within_alphabet needs alphabets");
     groups.resize(ds.alphabet_names.size());
     for (int32_t c = 0; c < ds.num_classes(); ++c)
       if (!by_class[c].empty()) groups[ds.class_alphabet[c]].push_back(c);
@@ -51,10 +52,10 @@ std::vector<OneShotTask> make_one_shot_tasks(const ImageDataset& ds, const TaskO
   std::vector<size_t> eligible;
   for (size_t a = 0; a < groups.size(); ++a)
     if (static_cast<int>(groups[a].size()) >= opt.n_way) eligible.push_back(a);
-  MN_CHECK(!eligible.empty(), "make_one_shot_tasks: no ",
+  MN_DATA_CHECK(!eligible.empty(), "make_one_shot_tasks: no ",
            opt.within_alphabet ? "alphabet" : "dataset", " has ", opt.n_way, " characters");
   const bool lake = opt.kind == TaskKind::LakeKoch;
-  MN_CHECK(!lake || ds.drawer.size() == ds.labels.size(),
+  MN_DATA_CHECK(!lake || ds.drawer.size() == ds.labels.size(),
            "make_one_shot_tasks: LakeKoch tasks need drawers");
 
   Generator g(opt.seed);
@@ -80,7 +81,7 @@ std::vector<OneShotTask> make_one_shot_tasks(const ImageDataset& ds, const TaskO
         for (int i = 1; i < n && all; ++i) all = dmap[i].count(kv.first) > 0;
         if (all) common.push_back(kv.first);
       }
-      MN_CHECK(common.size() >= 2, "make_one_shot_tasks: the chosen characters share fewer than 2 drawers");
+      MN_DATA_CHECK(common.size() >= 2, "make_one_shot_tasks: the chosen characters share fewer than 2 drawers");
       std::vector<int64_t> two = sample_without_replacement(static_cast<int64_t>(common.size()), 2, g);
       const int32_t d1 = common[two[0]], d2 = common[two[1]];
       std::vector<int64_t> order = randperm(n, g);  // candidate slot k holds character order[k]
@@ -102,7 +103,7 @@ std::vector<OneShotTask> make_one_shot_tasks(const ImageDataset& ds, const TaskO
           task.candidates.push_back(pick(imgs, g));
           continue;
         }
-        MN_CHECK(imgs.size() >= 2, "make_one_shot_tasks: class '", ds.class_names[chars[i]],
+        MN_DATA_CHECK(imgs.size() >= 2, "make_one_shot_tasks: class '", ds.class_names[chars[i]],
                  "' has a single image: no anchor possible");
         std::vector<int64_t> two = sample_without_replacement(static_cast<int64_t>(imgs.size()), 2, g);
         task.candidates.push_back(imgs[two[0]]);
@@ -122,7 +123,7 @@ OneShotResult evaluate_tasks(const ImageDataset& ds, const std::vector<OneShotTa
   for (const auto& t : tasks) {
     const int64_t Q = static_cast<int64_t>(t.queries.size()), C = static_cast<int64_t>(t.candidates.size());
     Tensor s = fn(gather_images(ds, t.queries), gather_images(ds, t.candidates));
-    MN_CHECK(s.defined() && s.dim() == 2 && s.size(0) == Q && s.size(1) == C,
+    MN_DATA_CHECK(s.defined() && s.dim() == 2 && s.size(0) == Q && s.size(1) == C,
              "evaluate_tasks: the score function must return (", Q, ", ", C, ")");
     accumulate_group(s.to_double_vector(), Q, C, t.answer, kind, r);
   }
@@ -130,7 +131,7 @@ OneShotResult evaluate_tasks(const ImageDataset& ds, const std::vector<OneShotTa
 }
 
 OneShotResult evaluate_tasks_embeddings(const std::vector<OneShotTask>& tasks, const Tensor& emb) {
-  MN_CHECK(emb.dim() == 2, "evaluate_tasks_embeddings: expected (N, D) embeddings, got ", emb.desc());
+  MN_DATA_CHECK(emb.dim() == 2, "evaluate_tasks_embeddings: expected (N, D) embeddings, got ", emb.desc());
   const int64_t N = emb.size(0), D = emb.size(1);
   const std::vector<double> e = emb.to_double_vector();
   OneShotResult r;
@@ -140,7 +141,7 @@ OneShotResult evaluate_tasks_embeddings(const std::vector<OneShotTask>& tasks, c
     for (int64_t q = 0; q < Q; ++q)
       for (int64_t c = 0; c < C; ++c) {
         const int64_t a = t.queries[q], b = t.candidates[c];
-        MN_CHECK(a >= 0 && a < N && b >= 0 && b < N, "evaluate_tasks_embeddings: image index out of range");
+        MN_DATA_CHECK(a >= 0 && a < N && b >= 0 && b < N, "evaluate_tasks_embeddings: image index out of range");
         double s = 0;
         for (int64_t k = 0; k < D; ++k) {
           const double d = e[a * D + k] - e[b * D + k];

@@ -7,6 +7,9 @@
 set -euo pipefail
 pkgs=(cmake ninja-build g++ ccache libgtest-dev libbenchmark-dev libstb-dev zlib1g-dev gnuplot-nox libcli11-dev
       nlohmann-json3-dev libboost-math-dev)
+# Hardening: xxHash (content keys of the Omniglot cache), clang + compiler-rt
+# for the sanitizer stage of .ci/run and the libFuzzer targets (tools/fuzz.sh).
+pkgs+=(libxxhash-dev clang libclang-rt-dev)
 if [[ "${1:-}" == "--bench" ]]; then
   pkgs+=(libopenblas-dev python3-torch python3-numpy)
 fi

@@ -77,7 +77,9 @@ TEST(DataFetchScript, DownloadsVerifiesAndNeverInstallsPartialData) {
     std::ofstream f(d / "sums");
     f << sums;
   }
-  const std::string env = "DATA_DIR='" + (d / "none") + "' MN_DATA_DIR= MN_FETCH_SUMS='" + (d / "sums") +
+  // `env -u`: the caller's MN_DATA_DIR / DATA_DIR (often exported on a
+  // developer's machine) must not decide what the script finds here.
+  const std::string env = "env -u MN_DATA_DIR -u DATA_DIR DATA_DIR='" + (d / "none") + "' MN_DATA_DIR= MN_FETCH_SUMS='" + (d / "sums") +
                           "' MN_FETCH_DEST='" + (d / "dest") + "' MN_FETCH_BASE_URL='file://" +
                           d.path.string() + "/server' ";
   std::string out;
@@ -97,11 +99,30 @@ TEST(DataFetchScript, DownloadsVerifiesAndNeverInstallsPartialData) {
   EXPECT_FALSE(fs::exists(d / "dest/fashion-mnist"));
 
   // The installed copy is found and verifies; an incomplete copy is not used.
-  const std::string env2 = "DATA_DIR='" + (d / "dest") + "' MN_FETCH_SUMS='" + (d / "sums") + "' ";
+  const std::string env2 = "env -u MN_DATA_DIR -u DATA_DIR DATA_DIR='" + (d / "dest") + "' MN_FETCH_SUMS='" + (d / "sums") + "' ";
   EXPECT_EQ(run(env2 + "bash '" + script + "' locate mnist", &out), 0) << out;
   EXPECT_NE(out.find("dest/mnist"), std::string::npos) << out;
   EXPECT_EQ(run(env2 + "bash '" + script + "' verify mnist", &out), 0) << out;
   fs::remove(d / "dest/mnist/t10k-images-idx3-ubyte.gz");
   EXPECT_EQ(run(env2 + "bash '" + script + "' locate mnist", &out), 1) << out;
   EXPECT_NE(out.find("incomplete"), std::string::npos) << out;
+}
+
+// The search order is the C++ loader's and the README's: $MN_DATA_DIR first,
+// then $DATA_DIR (data/fetch.sh had them the other way round).
+TEST(DataFetchScript, SearchesMnDataDirBeforeDataDir) {
+  test::TempDir d;
+  const std::string script = std::string(MN_SOURCE_DIR) + "/data/fetch.sh";
+  for (const char* base : {"mn", "plain"}) {
+    fs::create_directories(d / (std::string(base) + "/iris"));
+    std::ofstream(d / (std::string(base) + "/iris/iris.csv")) << "a,species\n1,x\n";
+  }
+  std::string out;
+  ASSERT_EQ(run("env -u MN_DATA_DIR -u DATA_DIR MN_DATA_DIR='" + (d / "mn") + "' DATA_DIR='" +
+                    (d / "plain") + "' bash '" + script + "' locate iris",
+                &out),
+            0)
+      << out;
+  EXPECT_NE(out.find(d / "mn/iris"), std::string::npos) << out;
+  EXPECT_EQ(out.find(d / "plain/iris"), std::string::npos) << out;
 }

@@ -16,6 +16,16 @@ using namespace mn;
 using namespace mn::data;
 namespace fs = std::filesystem;
 
+// clang spells "built with AddressSanitizer" as a feature test, gcc as a macro.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MN_ASAN_BUILD 1
+#endif
+#endif
+#ifndef MN_ASAN_BUILD
+#define MN_ASAN_BUILD 0
+#endif
+
 namespace {
 // A tiny Omniglot-shaped tree: alphabets A (2 characters) and B (1 character),
 // drawers 1..3, 8x8 1-bit PNGs whose pixel pattern encodes (class, drawer).
@@ -92,8 +102,10 @@ TEST(DataOmniglot, CacheBuiltOnceReusedAndInvalidated) {
   EXPECT_EQ(e.size(), 8);
 
   // A damaged pack is rebuilt, never half-used.
-  std::string pack = d / "cache/omniglot_images_background.mnpack";
-  ASSERT_TRUE(fs::exists(pack));
+  // The pack is named after the folder and a hash of its absolute path.
+  std::string pack;
+  for (const auto& en : fs::directory_iterator(d / "cache")) pack = en.path().string();
+  ASSERT_NE(pack.find("omniglot_images_background_"), std::string::npos) << pack;
   fs::resize_file(pack, fs::file_size(pack) - 5);
   ImageDataset f = load_omniglot_set(d / "images_background", o);
   EXPECT_EQ(omniglot_last_cache_action(), 2);
@@ -180,8 +192,13 @@ TEST(DataOmniglot, RealSetsCountsSplitsAndCachedLoadTime) {
   double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(omniglot_last_cache_action(), 1);
   std::printf("cached load of images_background (19,280 images): %.3f s\n", sec);
-  // Target is <= 1 s; allow 3 s here because the test machine is shared.
+  // Target is <= 1 s; allow 3 s here because the test machine is shared. Not
+  // in sanitizer builds (MN_SANITIZE): instrumented code is not timed.
+#if defined(__SANITIZE_ADDRESS__) || MN_ASAN_BUILD
+  std::printf("sanitizer build: load time not checked\n");
+#else
   EXPECT_LT(sec, 3.0);
+#endif
   EXPECT_EQ(bg.images.to_vector<uint8_t>(), bg2.images.to_vector<uint8_t>());
   for (auto& c : bg.indices_by_class()) EXPECT_EQ(c.size(), 20u);
 
