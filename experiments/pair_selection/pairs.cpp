@@ -5,7 +5,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "kernels/gemm.h"
+#include "kernels/cpu/gemm.h"  // raw host-array GEMM launcher (no Tensor on this hot path)
 #include "runtime/error.h"
 
 namespace mn::pairsel {
