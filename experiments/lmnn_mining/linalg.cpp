@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "kernels/cpu/gemm.h"
 #include "kernels/gemm.h"
 #include "runtime/error.h"
 
