@@ -6,7 +6,7 @@
 # without it the build is CPU-only.
 set -euo pipefail
 pkgs=(cmake ninja-build g++ ccache libgtest-dev libbenchmark-dev libstb-dev zlib1g-dev gnuplot-nox libcli11-dev
-      nlohmann-json3-dev)
+      nlohmann-json3-dev libxxhash-dev)
 if [[ "${1:-}" == "--bench" ]]; then
   pkgs+=(libopenblas-dev python3-torch python3-numpy)
 fi
