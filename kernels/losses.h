@@ -41,6 +41,31 @@
 //   Hadsell   L = (1 - Y) D^2 + Y max(0, M - D)^2, Y = 0 GENUINE (similar) pair,
 //             D plain L2 (pair-selection study eqs. 1-3).
 //   Sampling  L = y D + (1 - y) max(0, m - D), y = 1 POSITIVE pair (sampling study eq. 1).
+// Margin boundaries (what a term exactly AT its margin does), per kind:
+//   Schroff, MarginL2  hinge max(0, x), x = dp - dn + m: at x = 0 the loss is 0 and
+//            the term is inactive with zero gradient (STRICT: active iff x > 0), as
+//            Schroff et al. 2015 eq. 1 (a violation is ||.||^2 + alpha > ||.||^2)
+//            and pml TripletMarginLoss (relu(x): relu'(0) = 0 in PyTorch).
+//   Kumar    max(0, 1 - dp / (dn + m)): STRICT (active iff dp < dn + m), eq. 4.
+//   SoftMargin  smooth: every term has a loss > 0 and a gradient; "active" (the stat
+//            only) is STRICT x > 0.
+//   Global   the mean hinge max(0, mu+ - mu- + t): STRICT (Kumar et al. 2016 eq. 5).
+//   Hadsell contrastive  max(0, M - D)^2 for impostors: at D = M loss and gradient 0
+//            (STRICT: a pull-apart force only for D < M), Hadsell et al. 2006 eq. 4.
+//   Sampling contrastive max(0, m - D): STRICT (sampling study eq. 1).
+//   Semi-hard mining (kernels/miners.h) uses the open interval dp < dn < dp + m.
+// Contrastive normalisation: NO factor 1/2 (Hadsell et al. eq. 4 has
+//   L = (1-Y) 1/2 D^2 + Y 1/2 max(0, M - D)^2; ours is twice theirs, so the same
+//   learning rate takes steps twice as large: halve it to match the paper), and the
+//   loss is reduced over ALL pairs together (positive and negative): Mean divides by
+//   the number of pairs, MeanNonZero by the number of pairs with a loss > 0 (genuine
+//   pairs count whenever D > 0). pml's ContrastiveLoss instead reduces its positive
+//   and negative terms separately (AvgNonZeroReducer on each, then adds them).
+// Reductions: Mean = sum / N; Sum; MeanNonZero = sum / max(#{terms with loss > 0}, 1),
+//   pml's AvgNonZeroReducer (which averages the losses > 0; an all-zero batch gives
+//   0). The divisor counts LOSSES > 0, not "active" terms: for the soft-margin loss
+//   every term is > 0, so MeanNonZero is its plain mean (dividing its sum by the
+//   number of violating triplets, as before, inflated the loss and gradient).
 // Koch: z = b + sum_j alpha_j |h1_j - h2_j|, L = softplus(z) - t z computed as
 //   max(z, 0) - t z + log1p(exp(-|z|)) (stable), dL/dz = sigmoid(z) - t; t = 1 same class.
 #pragma once
@@ -79,7 +104,7 @@ MN_HD bool triplet_kind_is_global(TripletKind k) {
 
 // Stats written by loss_reduce, a (5) tensor of the loss dtype on the loss device:
 //   [0] reduced loss, [1] active terms, [2] mean positive distance,
-//   [3] mean negative distance, [4] normaliser (1/N, 1/max(active,1) or 1)
+//   [3] mean negative distance, [4] normaliser (1/N, 1/max(#(loss > 0), 1) or 1)
 constexpr int kStatsLen = 5;
 
 namespace loss_math {

@@ -72,24 +72,53 @@ MN_HD void prepass_anchor(const MinerArgs<T>& A, int64_t a) {
     A.nneg[a] = 0;
 }
 
-// k-NS: log weight min(log λ, -log q(D)) plus a Gumbel(0, 1) draw, all in double
-// with correctly rounded operations and philox_log (identical on both devices).
+// -log q(D) for the distance-weighted samplers: q(D) = D^(d-2) (1 - D^2/4)^((d-3)/2)
+// is (up to a constant) the density of pairwise distances of points uniform on
+// the unit sphere in d dimensions (Wu et al. 2017, Eq. 3); D is clamped to
+// [cutoff, 1.9999] (cutoff 0.5 as in Wu et al.; the density vanishes at 2).
 template <typename T>
-MN_HD double dw_key(const MinerArgs<T>& A, int64_t a, int64_t p, int64_t n, double log_lambda) {
+MN_HD double dw_neg_log_q(const MinerArgs<T>& A, int64_t a, int64_t n) {
   double D = static_cast<double>(A.dist[a * A.B + n]);
   const double lo = A.p.dw_cutoff > 1e-6 ? A.p.dw_cutoff : 1e-6;
   D = D < lo ? lo : (D > 1.9999 ? 1.9999 : D);
   const double d = static_cast<double>(A.p.dw_dim);
-  const double logq = fp::add(fp::mul(d - 2.0, philox_log(D)),
-                              fp::mul((d - 3.0) * 0.5,
-                                      philox_log(fp::sub(1.0, fp::mul(0.25, fp::mul(D, D))))));
-  const double lw = -logq < log_lambda ? -logq : log_lambda;
+  return -fp::add(fp::mul(d - 2.0, philox_log(D)),
+                  fp::mul((d - 3.0) * 0.5, philox_log(fp::sub(1.0, fp::mul(0.25, fp::mul(D, D))))));
+}
+
+// A Gumbel(0, 1) draw for candidate n of the ordered pair (a, p): Philox block
+// offset + (a B + p) B + n, in double with philox_log (identical on both devices).
+template <typename T>
+MN_HD double gumbel_noise(const MinerArgs<T>& A, int64_t a, int64_t p, int64_t n) {
   const uint64_t block = A.offset + (static_cast<uint64_t>(a) * A.B + p) * A.B + n;
   const Philox4 r = philox4x32_10(A.seed, block);
   const uint64_t b52 = philox_bits53(r.v[0], r.v[1]) >> 1;
   const double u = static_cast<double>(2 * b52 + 1) * (1.0 / 9007199254740992.0);  // (0, 1), exact
-  const double e = -philox_log(u);
-  return fp::sub(lw, philox_log(e));  // lw + Gumbel
+  return -philox_log(-philox_log(u));
+}
+
+// k-NS (the LMNN paper's Eqs. 10-11, not Wu et al.'s miner): log weight
+// min(log λ, -log q(D)), unnormalised, no cutoff, plus a Gumbel draw.
+template <typename T>
+MN_HD double dw_key(const MinerArgs<T>& A, int64_t a, int64_t p, int64_t n, double log_lambda) {
+  const double nlq = dw_neg_log_q(A, a, n);
+  const double lw = nlq < log_lambda ? nlq : log_lambda;
+  return fp::add(lw, gumbel_noise(A, a, p, n));
+}
+
+// Distance-weighted (Wu et al. 2017; pml DistanceWeightedMiner): negative n of
+// anchor a has weight 1/q(max(D, cutoff)) normalised over the anchor's
+// negatives, and weight 0 at or beyond dw_nonzero_cutoff (D >= 1.4: its
+// triplet has zero loss for any useful margin). Sampling from the normalised
+// weights is Gumbel-max on the unnormalised log weights (the normaliser is a
+// constant per anchor), so nothing overflows. False: weight 0.
+template <typename T>
+MN_HD bool dw_wu_key(const MinerArgs<T>& A, int64_t a, int64_t p, int64_t n, double* key) {
+  const double lo = A.p.dw_cutoff > 1e-6 ? A.p.dw_cutoff : 1e-6;
+  const double D = static_cast<double>(A.dist[a * A.B + n]);
+  if (!((D < lo ? lo : D) < A.p.dw_nonzero_cutoff)) return false;  // pml: clamped dist < cutoff
+  *key = fp::add(dw_neg_log_q(A, a, n), gumbel_noise(A, a, p, n));
+  return true;
 }
 
 struct CountEmit {
@@ -161,6 +190,21 @@ MN_HD int64_t mine_pair(const MinerArgs<T>& A, int64_t a, int64_t p, const Emit&
           --r;
         }
       return 0;
+    }
+    case MinerKind::DistanceWeighted: {  // one negative per (a, p), drawn by weight
+      int64_t best = -1;
+      double bestkey = 0;
+      for (int64_t n = 0; n < B; ++n) {
+        double key = 0;
+        if (A.labels[n] == la || !dw_wu_key(A, a, p, n, &key)) continue;
+        if (best < 0 || better(key, n, bestkey, best, true)) {
+          best = n;
+          bestkey = key;
+        }
+      }
+      if (best < 0) return 0;  // every negative at or beyond the cutoff: no triplet (as pml)
+      emit(best);
+      return 1;
     }
     case MinerKind::KTriplets: {
       const int k = A.p.k;

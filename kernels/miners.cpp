@@ -50,13 +50,14 @@ MinedTriplets mine_triplets(const Tensor& dist, const Tensor& labels, const Mine
                                              counts.nbytes() + offsets.nbytes());
   uint64_t seed = 0, offset = 0;
   const bool random = mp.kind == MinerKind::RandomViolating ||
-                      mp.kind == MinerKind::RandomSemiHard ||
+                      mp.kind == MinerKind::RandomSemiHard || mp.kind == MinerKind::DistanceWeighted ||
                       (mp.kind == MinerKind::KTriplets && mp.kminer == KMiner::NS);
   if (random) {
     Generator& g = gen ? *gen : default_generator();
     seed = g.seed();
     const uint64_t ub = static_cast<uint64_t>(B);
-    offset = g.advance(mp.kind == MinerKind::KTriplets ? ub * ub * ub : ub * ub);
+    const bool per_negative = mp.kind == MinerKind::KTriplets || mp.kind == MinerKind::DistanceWeighted;
+    offset = g.advance(per_negative ? ub * ub * ub : ub * ub);
   }
   MN_DISPATCH_FLOAT(d.dtype(), op, [&] {
     using T = scalar_t;

@@ -22,14 +22,27 @@
 //                    ("random negative online triplet"); none -> no triplet.
 //   RandomSemiHard   per (a, p): a uniformly random semi-hard n ("semi-hard
 //                    negative online triplet"); none -> no triplet.
+//   DistanceWeighted per (a, p): one negative drawn with probability
+//                    w(n) / sum_n' w(n'), w(n) = 1 / q(max(D_an, cutoff)) for
+//                    D_an < nonzero_cutoff, 0 otherwise (Wu et al. 2017, "Sampling
+//                    matters", Sec. 4, as pml's DistanceWeightedMiner: cutoff 0.5,
+//                    nonzero_loss_cutoff 1.4, D plain L2 on unit-normalised
+//                    embeddings); no negative with a weight -> no triplet. pml draws
+//                    one negative per positive pair the same way.
 //   KTriplets        the LMNN study's k-miners, per anchor k positives x k negatives:
 //                      k-BH = k-HPHN: farthest positives x nearest negatives
 //                      k-BSH: nearest positives; per positive p the k nearest
 //                             negatives with d(a,n) > d(a,p)
 //                      k-EPEN: nearest x farthest;  k-EPHN: nearest x nearest
 //                      k-HPEN: farthest x farthest
-//                      k-NS:   nearest positives; per positive, k negatives drawn
+//                      k-NS:   the LMNN paper's Eqs. 10-11 (NOT Wu et al.'s
+//                              miner, which is DistanceWeighted above): nearest
+//                              positives; per positive, k negatives drawn
 //                              WITHOUT replacement from P(n|a) ∝ min(λ, 1/q(D)),
+//                              unnormalised and with no nonzero-loss cutoff, so for
+//                              large d nearly every weight is capped at λ and the
+//                              draw is close to uniform (as the paper reads; the
+//                              LMNN study's own miners.cpp computes the same weight),
 //                              q(D) = D^(d-2) (1 - D^2/4)^((d-3)/2) (Wu et al. 2017),
 //                              D = plain L2 on unit-normalised embeddings clamped
 //                              to [cutoff, 1.9999] (cutoff 0.5 as in Wu et al.),
@@ -37,7 +50,8 @@
 //                              bit-identical on CPU and GPU: philox_log, fp:: ops).
 //                    They also return the pull pairs (a, p) of the chosen positives.
 // Randomness: Philox4x32-10 keyed by the generator's seed; the draw of (a, p) uses
-// block offset + a B + p (k-NS: offset + (a B + p) B + n), lane 0 (or lanes 0-1).
+// block offset + a B + p (k-NS, DistanceWeighted: offset + (a B + p) B + n), lane 0
+// (or lanes 0-1).
 // The generator is advanced by the blocks reserved.
 // Pair miner (mine_pairs): all positive unordered pairs (i < j) plus as many
 // negative pairs (i < j): Random (uniform subset: the P smallest Philox keys) or
@@ -55,7 +69,7 @@
 namespace mn::kernels {
 
 enum class MinerKind : int { AllTriplets = 0, BatchHard, SemiHard, RandomViolating, RandomSemiHard,
-                             KTriplets };
+                             KTriplets, DistanceWeighted };
 enum class SemiHardFallback : int { Drop = 0, Hardest };
 enum class KMiner : int { BH = 0, BSH, EPEN, EPHN, HPEN, HPHN, NS };
 enum class PairNegatives : int { Random = 0, Hardest };
@@ -67,9 +81,10 @@ struct MinerParams {
   SemiHardFallback fallback = SemiHardFallback::Drop;
   KMiner kminer = KMiner::BH;
   int k = 3;
-  int dw_dim = 128;         // k-NS: embedding dimension d
+  int dw_dim = 128;         // k-NS, DistanceWeighted: embedding dimension d
   double dw_lambda = 1.4;   // k-NS: weight cap λ
-  double dw_cutoff = 0.5;   // k-NS: lower clamp of D
+  double dw_cutoff = 0.5;   // k-NS, DistanceWeighted: lower clamp of D
+  double dw_nonzero_cutoff = 1.4;  // DistanceWeighted: weight 0 for D >= this
 };
 
 struct MinedTriplets {

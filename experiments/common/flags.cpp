@@ -265,22 +265,34 @@ std::string Flags::to_config() const {
 void write_file_atomic(const std::string& path, const std::string& text) {
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) MN_THROW("cannot write '", tmp, "': ", std::strerror(errno));
+  if (fd < 0) MN_THROW("cannot write '", path, "': ", std::strerror(errno));
   size_t off = 0;
   while (off < text.size()) {
     ssize_t w = ::write(fd, text.data() + off, text.size() - off);
+    if (w < 0 && errno == EINTR) continue;
     if (w < 0) {
+      const int e = errno;
       ::close(fd);
       ::unlink(tmp.c_str());
-      MN_THROW("write to '", tmp, "' failed: ", std::strerror(errno));
+      MN_THROW("writing '", path, "' failed: ", std::strerror(e), " (disk full?)");
     }
     off += static_cast<size_t>(w);
   }
-  ::fsync(fd);
-  ::close(fd);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+  // A full disk can surface only at fsync or close: both are checked, so a
+  // truncated file never replaces a good one.
+  const bool synced = ::fsync(fd) == 0 || errno == EINVAL;  // EINVAL: a special file that cannot sync
+  const int sync_errno = errno;
+  const bool closed = ::close(fd) == 0;
+  const int close_errno = errno;
+  if (!closed || !synced) {
+    const int e = synced ? close_errno : sync_errno;
     ::unlink(tmp.c_str());
-    MN_THROW("cannot rename '", tmp, "' to '", path, "': ", std::strerror(errno));
+    MN_THROW("writing '", path, "' failed: ", std::strerror(e), " (disk full?)");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    ::unlink(tmp.c_str());
+    MN_THROW("cannot write '", path, "' (renaming its temporary file failed: ", std::strerror(e), ")");
   }
 }
 

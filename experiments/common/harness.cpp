@@ -36,9 +36,11 @@ bool is_per_invocation(const std::string& k) {
   return std::find(std::begin(kPerInvocation), std::end(kPerInvocation), k) != std::end(kPerInvocation);
 }
 
-// A usage error: exit status 2 (a bad flag, not a failed run).
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+// A usage error: exit status 2 (a bad flag, not a failed run). Made from an
+// mn::Error it keeps that error's check and source location for MN_DEBUG_ERRORS.
+struct UsageError : Error {
+  explicit UsageError(const std::string& msg) : Error(msg, __FILE__, __LINE__) {}
+  explicit UsageError(const Error& e) : Error(e) {}
 };
 
 void declare_harness_flags(Flags& f, const Study& st) {
@@ -134,7 +136,7 @@ Device choose_device(const Flags& f) {
   try {
     device = ds == "auto" ? (cuda_available() ? Device::cuda(0) : Device::cpu()) : parse_device(ds);
   } catch (const Error& e) {
-    throw UsageError(std::string("--device ") + ds + ": " + e.what() + " (use auto, cpu, cuda or cuda:N)");
+    throw UsageError(std::string("--device ") + ds + ": " + e.message() + " (use auto, cpu, cuda or cuda:N)");
   }
   if (device.is_cuda())
     MN_CHECK(cuda_available(), "--device ", ds, ": no CUDA device is available (",
@@ -244,7 +246,7 @@ int run_study(std::unique_ptr<Study> study, int argc, char** argv) {
     } catch (const UsageError&) {
       throw;
     } catch (const Error& e) {
-      throw UsageError(e.what());
+      throw UsageError(e);
     }
     const bool evaluating = st.can_evaluate() && !f.str("evaluate").empty();
     const Device device = choose_device(f);
@@ -254,7 +256,7 @@ int run_study(std::unique_ptr<Study> study, int argc, char** argv) {
       st.check_flags(f, evaluating);
       make_dirs(f.str("out-dir"), "--out-dir");
     } catch (const Error& e) {
-      throw UsageError(e.what());
+      throw UsageError(e);
     }
     if (f.user_set("tf32")) kernels::set_allow_tf32(f.flag("tf32"));
     else if (kernels::allow_tf32()) f.set("tf32", "true", Flags::Origin::Preset, "MN_ALLOW_TF32");
@@ -264,13 +266,14 @@ int run_study(std::unique_ptr<Study> study, int argc, char** argv) {
     if (evaluating) return evaluate_only(st, ctx);
     return run_training(st, ctx);
   } catch (const UsageError& e) {
-    std::fprintf(stderr, "%s: %s\n", prog.c_str(), e.what());
+    // One line in the user's words (error.h: MN_DEBUG_ERRORS=1 adds the check and file:line).
+    std::fprintf(stderr, "%s: %s\n", prog.c_str(), user_message(e).c_str());
     return kExitUsage;
   } catch (const TimeLimitTooShort& e) {
-    std::fprintf(stderr, "%s: %s\n", prog.c_str(), e.what());
+    std::fprintf(stderr, "%s: %s\n", prog.c_str(), user_message(e).c_str());
     return kExitUsage;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: error: %s\n", prog.c_str(), e.what());
+    std::fprintf(stderr, "%s: error: %s\n", prog.c_str(), user_message(e).c_str());
     return kExitFailed;
   } catch (...) {
     std::fprintf(stderr, "%s: error: an unknown exception stopped the run\n", prog.c_str());

@@ -13,8 +13,13 @@
 //   * device choice (--device auto|cpu|cuda|cuda:N; never a silent fallback),
 //     --tf32, and the seed (Study reads ctx.seed());
 //   * the out dir: config.txt, metrics.jsonl, summary.json, report.md (also
-//     printed), learning_curve.png (gnuplot), last.safetensors after every
-//     epoch and best.safetensors for the best validation score;
+//     printed), learning_curve.png (gnuplot; its .dat/.gp inputs are removed
+//     once drawn), last.safetensors after every epoch and best.safetensors for
+//     the best validation score. best.safetensors is written first, then
+//     last.safetensors with best's XXH3 content hash ("best_xxh3"); the final
+//     test hashes best.safetensors before and after loading it, refuses a file
+//     that is not the one written for the best epoch, and summary.json's
+//     "best_checkpoint" names its file, epoch and hash;
 //   * progress: one line with the phase, the step's stats, throughput and the
 //     ETA of the whole run (training steps, validations and the final test);
 //   * resumable stops: --time-limit (honoured to within a few seconds: the next
@@ -33,8 +38,10 @@
 //     triplet checkpoint given to the siamese binary is an error), restores the
 //     flags of Study::architecture_keys() from it, loads the weights and runs
 //     Study::final_test(); writes evaluation.json.
-//   * main(): every exception becomes one line on stderr and a non-zero status
-//     (2: usage, 1: a failed run, 3: stopped, resumable).
+//   * main(): every exception becomes one line on stderr in the user's words
+//     (mn::user_message: no failed check, no source location; MN_DEBUG_ERRORS=1
+//     appends them) and a non-zero status (2: usage, 1: a failed run, 3: stopped,
+//     resumable).
 //
 // Two shapes of study:
 //   * epoch-shaped (epoch_shaped() true, the default): the harness runs

@@ -11,6 +11,7 @@
 #include <map>
 #include <sstream>
 
+#include "experiments/common/file_hash.h"
 #include "experiments/common/harness_internal.h"
 #include "nn/module.h"
 #include "runtime/error.h"
@@ -125,6 +126,9 @@ struct LoopState {
   double best = -1.0 / 0.0, total_train_s = 0, last_val_s = -1, step_s = 0;
   Stats partial;  // the running sums of a resumed epoch, in the step's order
   double partial_train_s = 0;
+  // XXH3 of best.safetensors as written (file_hash.h; "" before the first best,
+  // or resumed from a checkpoint of a version that did not store it).
+  std::string best_hash;
 };
 
 void put_progress(nn::Metadata& md, const LoopState& ls, int64_t epochs_done, int64_t iter, const Stats& sums,
@@ -143,6 +147,7 @@ void put_progress(nn::Metadata& md, const LoopState& ls, int64_t epochs_done, in
   md["train_seconds_total"] = exact_text(ls.total_train_s);
   md["last_val_seconds"] = exact_text(ls.last_val_s);
   md["step_seconds"] = exact_text(ls.step_s);
+  if (!ls.best_hash.empty()) md["best_xxh3"] = ls.best_hash;
 }
 
 LoopState load_progress(Study& st, const std::string& file, int64_t iters) {
@@ -157,6 +162,7 @@ LoopState load_progress(Study& st, const std::string& file, int64_t iters) {
   ls.last_val_s = md_double(md, "last_val_seconds", file);
   ls.step_s = md_double(md, "step_seconds", file);
   ls.partial_train_s = md_double(md, "partial.train_seconds", file);
+  if (auto h = md.find("best_xxh3"); h != md.end()) ls.best_hash = h->second;
   std::stringstream names(md_string(md, "partial.names", file));
   std::string k;
   while (std::getline(names, k, ','))
@@ -345,8 +351,16 @@ int train_epochs(Study& st, Context& ctx) {
     md["study"] = st.name();
     md["config"] = f.to_json();
     put_progress(md, ls, epoch, 0, {}, 0.0, ls.best, ls.best_epoch);
+    if (improved) {
+      // best first, then last.safetensors naming best's content hash: a kill in
+      // between leaves a last.safetensors whose hash no longer matches the new
+      // best, which the final test refuses instead of scoring another model.
+      md.erase("best_xxh3");
+      nn::save_checkpoint(best_path, st.model(), nullptr, md);
+      ls.best_hash = file_xxh3(best_path);
+      md["best_xxh3"] = ls.best_hash;
+    }
     nn::save_checkpoint(last, st.model(), st.optimizer(), md);
-    if (improved) nn::save_checkpoint(best_path, st.model(), nullptr, md);
     ctx.save_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - save_start).count();
     add_point(line);
     plot_png(ctx.out_path("learning_curve.png"), st.plot_title(), "epoch", sel, "training loss", curves);
@@ -369,7 +383,27 @@ int train_epochs(Study& st, Context& ctx) {
   sum["train_seconds"] = metric_number(ls.total_train_s);
   sum[std::string("train_") + (items ? item_name : "steps") + "_per_second"] =
       metric_number(ls.total_train_s > 0 ? total_items / ls.total_train_s : 0);
-  if (ls.best_epoch > 0) nn::load_checkpoint(best_path, st.model(), nullptr);
+  if (ls.best_epoch > 0) {
+    // The model scored below must be the one summary.json names as best: hash
+    // the file before and after loading it and compare with the hash taken
+    // when it was written.
+    const std::string before = file_xxh3(best_path);
+    MN_CHECK(ls.best_hash.empty() || before == ls.best_hash, "final test: '", best_path, "' is not the checkpoint "
+             "of the best epoch ", ls.best_epoch, " (its content hash is ", before, ", the run wrote ", ls.best_hash,
+             "): the file was replaced or its write was interrupted; rerun the study in a new --out-dir");
+    nn::load_checkpoint(best_path, st.model(), nullptr);
+    const std::string after = file_xxh3(best_path);
+    MN_CHECK(after == before, "final test: '", best_path, "' changed while it was being loaded; is another run "
+             "writing to this --out-dir?");
+    Json b;
+    b["file"] = "best.safetensors";
+    b["epoch"] = ls.best_epoch;
+    b["xxh3_64"] = before;
+    b["verified"] = !ls.best_hash.empty();  // false only for runs resumed from an older version's checkpoint
+    sum["best_checkpoint"] = b;
+  } else {
+    sum["best_checkpoint"] = nullptr;  // no finite validation score: the final test uses the last model
+  }
   const std::string test = st.final_test(sum);
   std::ostringstream rep;
   rep << "# " << st.name() << ": report\n\n"

@@ -1,7 +1,13 @@
 // metrics.jsonl writer and gnuplot learning curves (see metrics.h).
 #include "experiments/common/metrics.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -32,11 +38,25 @@ MetricsLog::MetricsLog(std::string path, long long keep_up_to) : path_(std::move
 }
 
 void MetricsLog::write(const Json& line) {
-  std::ofstream out(path_, std::ios::app);
-  if (!out) MN_THROW("metrics: cannot append to '", path_, "'");
-  out << line.dump() << "\n";
-  out.flush();
-  MN_CHECK(out.good(), "metrics: writing '", path_, "' failed (disk full?)");
+  // POSIX calls, each checked: an ofstream would report a full disk or a
+  // removed folder only as a failbit (or not at all, at close).
+  const std::string text = line.dump() + "\n";
+  const int fd = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (fd < 0)
+    MN_THROW("metrics: cannot append to '", path_, "': ", std::strerror(errno),
+             errno == ENOENT ? " (was the --out-dir folder removed during the run?)" : "");
+  size_t off = 0;
+  while (off < text.size()) {
+    const ssize_t w = ::write(fd, text.data() + off, text.size() - off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      const int e = w < 0 ? errno : ENOSPC;
+      ::close(fd);
+      MN_THROW("metrics: writing '", path_, "' failed: ", std::strerror(e), " (disk full?)");
+    }
+    off += static_cast<size_t>(w);
+  }
+  if (::close(fd) != 0) MN_THROW("metrics: writing '", path_, "' failed at close: ", std::strerror(errno));
   lines_.push_back(line);
 }
 
@@ -45,6 +65,7 @@ bool plot_png(const std::string& png, const std::string& title, const std::strin
   std::string dat = png + ".dat", gp = png + ".gp";
   {
     std::ofstream d(dat);
+    if (!d) MN_THROW("plot: cannot write '", dat, "': ", std::strerror(errno));
     for (size_t s = 0; s < series.size(); ++s) {
       d << "# " << series[s].title << "\n";
       for (size_t i = 0; i < series[s].x.size(); ++i) d << series[s].x[i] << " " << series[s].y[i] << "\n";
@@ -72,6 +93,9 @@ bool plot_png(const std::string& png, const std::string& title, const std::strin
     write_file_atomic(gp, g2);
     if (std::system(cmd.c_str()) != 0) return false;
   }
+  // Drawn: the data and script were only gnuplot's input (metrics.jsonl holds the numbers).
+  std::remove(dat.c_str());
+  std::remove(gp.c_str());
   return true;
 }
 

@@ -5,6 +5,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <sstream>
 
 #include "autograd/ops.h"
@@ -28,6 +29,7 @@ void OmniglotStudy::declare_flags(Flags& f) {
   f.add_string("test-dir", "", "also score N-way tasks drawn from this Omniglot-layout folder");
   f.add_int("test-tasks", 400, "number of N-way tasks drawn from --test-dir", 1, INT_MAX);
   f.add_int("test-way", 20, "N of the --test-dir tasks", 2, INT_MAX);
+  f.add_int("test-seed", 424242, "seed of the --test-dir tasks (which characters, drawers and images)", 0);
   f.add_int("iters", 500, "iterations per epoch", 1, INT_MAX);
   f.add_int("batch", 50, tri ? "triplets per iteration" : "pairs per iteration (even)", tri ? 1 : 2, 1 << 20);
   declare_kind_flags(f);
@@ -85,7 +87,19 @@ void OmniglotStudy::apply_presets(Flags& f, Device device, bool evaluating) {
 
 void OmniglotStudy::check_flags(const Flags& f, bool evaluating) const {
   check_kind_flags(f);  // flag against flag first, then the paths
-  if (!f.str("data-dir").empty()) {
+  if (evaluating) {
+    // --evaluate needs only what it scores: Lake's runs (--data-dir/all_runs/) and --test-dir.
+    std::string root = f.str("data-dir");
+    if (!root.empty())
+      MN_CHECK(is_directory(root), "--data-dir: '", root, "' is not a folder; give the folder holding all_runs/ "
+               "(Lake's runs) or leave it out");
+    else
+      root = data::find_dataset_dir("omniglot");
+    MN_CHECK((!root.empty() && is_directory(root + "/all_runs")) || !f.str("test-dir").empty(),
+             "--evaluate: nothing to evaluate: ", root.empty() ? std::string("Omniglot was not found") : "'" + root +
+             "' has no all_runs/ folder (Lake's runs)", " and no --test-dir was given; pass --data-dir with "
+             "all_runs/ or --test-dir");
+  } else if (!f.str("data-dir").empty()) {
     MN_CHECK(is_directory(f.str("data-dir")), "--data-dir: '", f.str("data-dir"), "' is not a folder; give the folder "
              "holding images_background/ (or leave it out to search the default places)");
     MN_CHECK(is_directory(f.str("data-dir") + "/images_background"), "--data-dir: '", f.str("data-dir"),
@@ -140,7 +154,7 @@ void OmniglotStudy::setup(RunContext& ctx) {
   init_gen_ = Generator(ctx.seed());
   sample_gen_ = Generator(ctx.seed() * 7919 + 17);
   loader_seed_ = ctx.seed() * 104729 + 3;
-  data_ = std::make_unique<StudyData>(*f_, device_);
+  data_ = std::make_unique<StudyData>(*f_, device_, /*evaluating=*/!f_->str("evaluate").empty());
   nn::KochBranchOptions o;
   o.width = f_->f64("width");
   o.embedding = f_->i64("embedding");
@@ -217,39 +231,90 @@ int64_t OmniglotStudy::validation_work() const {
   return 3 * f_->i64("val-triplets") + f_->i64("val-tasks") * (f_->i64("val-way") + 1);
 }
 
-// N-way tasks from --test-dir (any Omniglot-layout folder).
-bool OmniglotStudy::test_dir_eval(data::OneShotResult* r) {
+// N-way tasks from --test-dir (any Omniglot-layout folder); `groups` gets one
+// (alphabet, correct, trials) entry per alphabet the tasks drew from.
+bool OmniglotStudy::test_dir_eval(data::OneShotResult* r, std::vector<GroupScore>* groups) {
   if (f_->str("test-dir").empty()) return false;
   data::OmniglotLoadOptions lo;
   lo.cache_dir = data_->cache_dir();
   data::ImageDataset ds = data::load_omniglot_set(f_->str("test-dir"), lo);
+  check_way(ds, "--test-way", f_->i64("test-way"), "--test-dir '" + f_->str("test-dir") + "'");
   data::TaskOptions to;
   to.n_way = static_cast<int>(f_->i64("test-way"));
   to.num_tasks = static_cast<int>(f_->i64("test-tasks"));
-  to.seed = 424242;
+  to.seed = static_cast<uint64_t>(f_->i64("test-seed"));
   to.kind = data::TaskKind::LakeKoch;
   auto tasks = data::make_one_shot_tasks(ds, to);
   *r = data::evaluate_tasks(ds, tasks, [&](const Tensor& q, const Tensor& c) { return score_matrix(q, c); },
                             score_kind());
+  std::map<int32_t, GroupScore> by_alphabet;
+  for (size_t t = 0; t < tasks.size() && t < r->group_error_percent.size(); ++t) {
+    GroupScore& g = by_alphabet[tasks[t].alphabet];
+    const auto q = static_cast<int64_t>(tasks[t].queries.size());
+    g.name = tasks[t].alphabet >= 0 && tasks[t].alphabet < static_cast<int32_t>(ds.alphabet_names.size())
+                 ? ds.alphabet_names[static_cast<size_t>(tasks[t].alphabet)] : "all";
+    g.correct += (1.0 - r->group_error_percent[t] / 100.0) * static_cast<double>(q);
+    g.trials += q;
+  }
+  for (auto& [a, g] : by_alphabet) groups->push_back(g);
   return true;
 }
 
 namespace {
-Json result_json(const data::OneShotResult& r) {
+// 95 % Wilson score interval of a proportion (better than the normal
+// approximation near 0 or 1 and for few trials), in percent. It treats trials
+// as independent; trials of one task share their candidates, so it is an
+// optimistic (narrow) interval for task-level variation.
+std::pair<double, double> wilson95(double correct, int64_t n) {
+  if (n <= 0) return {NAN, NAN};
+  const double z = 1.959963984540054, nn = static_cast<double>(n), p = correct / nn;
+  const double den = 1 + z * z / nn, mid = (p + z * z / (2 * nn)) / den;
+  const double half = z * std::sqrt(p * (1 - p) / nn + z * z / (4 * nn * nn)) / den;
+  return {100 * std::max(0.0, mid - half), 100 * std::min(1.0, mid + half)};
+}
+Json ci_json(double correct, int64_t n) {
+  auto [lo, hi] = wilson95(correct, n);
+  return Json::array({metric_number(lo), metric_number(hi)});
+}
+Json result_json(const data::OneShotResult& r, const std::vector<GroupScore>& groups, const char* group_key) {
   Json per = Json::array();
   for (double g : r.group_error_percent) per.push_back(metric_number(100.0 - g));
   Json j;
   j["accuracy_percent"] = metric_number(100.0 - r.error_percent);
+  j["accuracy_ci95_percent"] = ci_json(r.correct, r.trials);
+  j["ci_method"] = "wilson score interval, 95 %, trials treated as independent";
   j["trials"] = r.trials;
   j["ties"] = r.ties;
   j["per_group_accuracy_percent"] = per;
+  Json g = Json::array();
+  for (const auto& s : groups) {
+    Json e;
+    e["name"] = s.name;
+    e["trials"] = s.trials;
+    e["accuracy_percent"] = metric_number(s.trials > 0 ? 100.0 * s.correct / static_cast<double>(s.trials) : NAN);
+    e["accuracy_ci95_percent"] = ci_json(s.correct, s.trials);
+    g.push_back(e);
+  }
+  j[group_key] = g;
   return j;
 }
-std::string result_line(const std::string& what, const data::OneShotResult& r) {
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "- %s: %.2f %% one-shot accuracy (%lld trials, %.2f %% error)\n", what.c_str(),
-                100.0 - r.error_percent, static_cast<long long>(r.trials), r.error_percent);
-  return buf;
+std::string result_line(const std::string& what, const data::OneShotResult& r, const std::vector<GroupScore>& groups,
+                        const char* group_word) {
+  auto [lo, hi] = wilson95(r.correct, r.trials);
+  char buf[320];
+  std::snprintf(buf, sizeof buf, "- %s: %.2f %% one-shot accuracy (95 %% CI %.1f-%.1f %%, Wilson; %lld trials, "
+                "%.2f %% error)\n", what.c_str(), 100.0 - r.error_percent, lo, hi,
+                static_cast<long long>(r.trials), r.error_percent);
+  std::string out = buf;
+  if (groups.empty()) return out;
+  out += "\n| " + std::string(group_word) + " | trials | accuracy % | 95 % CI |\n|---|---:|---:|---:|\n";
+  for (const auto& g : groups) {
+    auto [glo, ghi] = wilson95(g.correct, g.trials);
+    std::snprintf(buf, sizeof buf, "| %s | %lld | %.1f | %.1f-%.1f |\n", g.name.c_str(),
+                  static_cast<long long>(g.trials), g.trials > 0 ? 100.0 * g.correct / g.trials : NAN, glo, ghi);
+    out += buf;
+  }
+  return out + "\n";
 }
 }  // namespace
 
@@ -258,15 +323,30 @@ std::string OmniglotStudy::final_test(Json& out) {
   if (!data_->lake_dir().empty()) {
     data::OneShotResult r = data::evaluate_lake_runs_batched(
         data_->lake_runs(), [&](const Tensor& q, const Tensor& c) { return score_matrix(q, c); }, score_kind());
-    text += result_line("Lake's 400 trials", r);
-    out["lake"] = result_json(r);
+    // Lake's runs: one group per run, its trials equal shares of the total.
+    std::vector<GroupScore> runs;
+    const size_t nr = r.group_error_percent.size();
+    for (size_t i = 0; i < nr; ++i) {
+      GroupScore g;
+      char name[32];
+      std::snprintf(name, sizeof name, "run%02zu", i + 1);
+      g.name = name;
+      g.trials = r.trials / static_cast<int64_t>(nr);
+      g.correct = (1.0 - r.group_error_percent[i] / 100.0) * static_cast<double>(g.trials);
+      runs.push_back(g);
+    }
+    text += result_line("Lake's 400 trials", r, runs, "Lake run");
+    out["lake"] = result_json(r, runs, "per_run");
   } else {
     text += "- Lake's runs not found (no all_runs/ folder): no Lake test\n";
   }
   data::OneShotResult tr;
-  if (test_dir_eval(&tr)) {
-    text += result_line("--test-dir " + f_->str("test-dir"), tr);
-    out["test_dir"] = result_json(tr);
+  std::vector<GroupScore> alphabets;
+  if (test_dir_eval(&tr, &alphabets)) {
+    text += result_line("--test-dir " + f_->str("test-dir") + " (--test-seed " + f_->text("test-seed") + ")", tr,
+                        alphabets, "alphabet");
+    out["test_dir"] = result_json(tr, alphabets, "per_alphabet");
+    out["test_dir"]["seed"] = f_->i64("test-seed");
   }
   return text;
 }

@@ -19,6 +19,13 @@
 
 namespace mn::exp {
 
+// One-shot score of a group of trials (an alphabet of --test-dir, a Lake run).
+struct GroupScore {
+  std::string name;
+  double correct = 0;  // expected number correct (fractional on ties)
+  int64_t trials = 0;
+};
+
 class OmniglotStudy : public Study {
  public:
   int64_t default_epochs() const override { return 50; }
@@ -80,7 +87,7 @@ class OmniglotStudy : public Study {
 
  private:
   Tensor score_matrix(const Tensor& queries_u8, const Tensor& candidates_u8);
-  bool test_dir_eval(data::OneShotResult* r);
+  bool test_dir_eval(data::OneShotResult* r, std::vector<GroupScore>* groups);
 };
 
 // The values of a comma-separated per-group list flag (empty: none); throws

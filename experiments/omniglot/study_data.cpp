@@ -11,13 +11,16 @@
 
 namespace mn::exp {
 
-StudyData::StudyData(const Flags& f, Device device) : f_(f), device_(device) {
+StudyData::StudyData(const Flags& f, Device device, bool evaluating) : f_(f), device_(device) {
   root_ = f.str("data-dir").empty() ? data::find_dataset_dir("omniglot") : f.str("data-dir");
+  cache_dir_ = f.str("cache-dir").empty() ? data::default_cache_dir() : f.str("cache-dir");
+  lake_dir_ = !root_.empty() && is_directory(root_ + "/all_runs") ? root_ + "/all_runs" : "";
+  // --evaluate scores Lake's runs and --test-dir only: the training and
+  // validation splits (images_background/, all its images) are not loaded.
+  if (evaluating) return;
   MN_CHECK(!root_.empty(), "--data-dir: Omniglot not found in $MN_DATA_DIR, $DATA_DIR, ./datasets or "
            "../shared/datasets; run data/fetch.sh or pass --data-dir");
   MN_CHECK(is_directory(root_ + "/images_background"), "--data-dir: '", root_, "' has no images_background/ folder");
-  cache_dir_ = f.str("cache-dir").empty() ? data::default_cache_dir() : f.str("cache-dir");
-  lake_dir_ = is_directory(root_ + "/all_runs") ? root_ + "/all_runs" : "";
   data::OmniglotSplitOptions so;
   so.root = root_;
   so.cache_dir = cache_dir_;
@@ -26,6 +29,12 @@ StudyData::StudyData(const Flags& f, Device device) : f_(f), device_(device) {
   std::printf("data: %s\n", splits_.description.c_str());
   train_classes_ = std::make_unique<data::ClassIndex>(splits_.train.labels);
   val_classes_ = std::make_unique<data::ClassIndex>(splits_.val.labels);
+  have_splits_ = true;
+}
+
+void StudyData::need_splits(const char* what) const {
+  MN_CHECK(have_splits_, "StudyData: ", what, " needs the training and validation splits, which an --evaluate run "
+           "does not load");
 }
 
 void StudyData::start_loader(int64_t triplets_per_batch, uint64_t seed, uint64_t offset) {
@@ -42,6 +51,7 @@ void StudyData::start_loader(int64_t triplets_per_batch, uint64_t seed, uint64_t
                 : s == "semi-hard-negative" ? data::TripletSampling::SsimSemiHardNegative
                 : s == "ssim-both" ? data::TripletSampling::SsimMined
                                    : data::TripletSampling::Random;
+  need_splits("the training loader");
   loader_.reset();  // stop the old prefetch thread before a new one starts
   loader_ = std::make_unique<data::TripletLoader>(splits_.train, lo);
   loader_seed_ = seed;
@@ -71,6 +81,7 @@ PairBatch StudyData::pair_batch(int64_t B) {
 }
 
 PKBatch StudyData::pk_batch(int64_t P, int64_t K, Generator& g) {
+  need_splits("a P x K batch");
   if (!train_images_device_.defined()) train_images_device_ = splits_.train.images.to(device_);
   std::vector<int64_t> idx = data::sample_pk_batch(*train_classes_, static_cast<int>(P), static_cast<int>(K), g);
   std::vector<int64_t> labels;
@@ -91,10 +102,12 @@ Tensor StudyData::to_input(const Tensor& u8) const {
 }
 
 Tensor StudyData::val_input(const std::vector<int64_t>& idx) const {
+  need_splits("validation");
   return to_input(data::gather_images(splits_.val, idx));
 }
 
 IndexTriplets StudyData::random_triplets(const data::ClassIndex& ci, int64_t n, uint64_t seed) const {
+  need_splits("validation");
   Generator g(seed);
   IndexTriplets t;
   data::split_triplets(data::sample_random_triplets(ci, n, g), t.anchors, t.positives, t.negatives);
@@ -126,7 +139,9 @@ const IndexPairs& StudyData::val_pairs() {
 }
 const std::vector<data::OneShotTask>& StudyData::val_tasks() {
   if (!have_tasks_) {
+    need_splits("validation");
     data::TaskOptions to;
+    check_way(splits_.val, "--val-way", f_.i64("val-way"), "the validation split");
     to.n_way = static_cast<int>(f_.i64("val-way"));
     to.num_tasks = static_cast<int>(f_.i64("val-tasks"));
     to.seed = 20180101;  // fixed: model selection compares epochs on the same tasks
@@ -135,6 +150,18 @@ const std::vector<data::OneShotTask>& StudyData::val_tasks() {
     have_tasks_ = true;
   }
   return tasks_;
+}
+
+void check_way(const data::ImageDataset& ds, const char* flag, int64_t n, const std::string& what) {
+  // Tasks draw their N characters from one alphabet (data/tasks.h).
+  std::vector<int64_t> per_alphabet(ds.alphabet_names.size(), 0);
+  for (int32_t c = 0; c < ds.num_classes(); ++c)
+    if (c < static_cast<int32_t>(ds.class_alphabet.size()) && ds.class_alphabet[c] >= 0)
+      ++per_alphabet[static_cast<size_t>(ds.class_alphabet[c])];
+  const int64_t most = per_alphabet.empty() ? ds.num_classes()
+                                            : *std::max_element(per_alphabet.begin(), per_alphabet.end());
+  MN_CHECK(n <= most, flag, " ", n, ": ", what, " has at most ", most, " characters in one alphabet, and an N-way "
+           "task draws its N characters from one alphabet; use ", flag, " ", most, " or less");
 }
 
 const std::vector<data::LakeRun>& StudyData::lake_runs() {

@@ -41,9 +41,15 @@ struct IndexPairs {
   std::vector<uint8_t> genuine;
 };
 
+// Throws naming `flag` when `ds` (described as `what`) has no alphabet with `n`
+// characters for N-way tasks.
+void check_way(const data::ImageDataset& ds, const char* flag, int64_t n, const std::string& what);
+
 class StudyData {
  public:
-  StudyData(const Flags& f, Device device);
+  // `evaluating` (--evaluate): only the paths; the splits are not loaded and
+  // the training and validation accessors throw.
+  StudyData(const Flags& f, Device device, bool evaluating = false);
 
   // Training batches from the loader (random or SSIM-mined per --sampling,
   // augmented with --augment; on a GPU gathered from the device-resident set).
@@ -74,6 +80,7 @@ class StudyData {
 
  private:
   IndexTriplets random_triplets(const data::ClassIndex& ci, int64_t n, uint64_t seed) const;
+  void need_splits(const char* what) const;
 
   const Flags& f_;
   Device device_;
@@ -83,6 +90,7 @@ class StudyData {
   std::unique_ptr<data::TripletLoader> loader_;
   Tensor train_images_device_;  // for P x K batches (uploaded once)
   uint64_t loader_seed_ = 0, loader_offset_ = 0;
+  bool have_splits_ = false;
   bool have_val_triplets_ = false, have_val_pairs_ = false, have_tasks_ = false, have_lake_ = false;
   IndexTriplets val_triplets_;
   IndexPairs val_pairs_;

@@ -129,10 +129,14 @@ void contrastive_forward_cpu(ContrastiveForm form, double margin, int64_t N, int
 template <typename T>
 void loss_reduce_cpu(Reduction red, int64_t N, const T* loss, const T* d1, const T* d2,
                      const uint8_t* is_pos, const uint8_t* active, T* stats) {
-  double sum = 0, cnt = 0, s1 = 0, s2 = 0, c1 = 0, c2 = 0;
+  // cnt: active terms (the stat); nz: terms with a loss > 0, MeanNonZero's
+  // divisor (pml AvgNonZeroReducer). They differ for soft-margin, whose every
+  // term is > 0 while only dp - dn + m > 0 counts as active.
+  double sum = 0, cnt = 0, nz = 0, s1 = 0, s2 = 0, c1 = 0, c2 = 0;
   for (int64_t t = 0; t < N; ++t) {
     sum += loss[t];
     cnt += active ? (active[t] ? 1 : 0) : (loss[t] > T(0) ? 1 : 0);
+    nz += loss[t] > T(0) ? 1 : 0;
     if (d2) {
       s1 += d1[t];
       s2 += d2[t];
@@ -148,7 +152,7 @@ void loss_reduce_cpu(Reduction red, int64_t N, const T* loss, const T* d1, const
   }
   double norm = red == Reduction::Sum ? 1.0
                 : red == Reduction::Mean ? (N > 0 ? 1.0 / N : 0.0)
-                                         : 1.0 / std::max(cnt, 1.0);
+                                         : 1.0 / std::max(nz, 1.0);
   stats[0] = T(sum * norm);
   stats[1] = T(cnt);
   stats[2] = T(c1 > 0 ? s1 / c1 : 0.0);

@@ -154,11 +154,14 @@ template <typename T>
 __global__ void reduce_kernel(Reduction red, int64_t N, const T* loss, const T* d1, const T* d2,
                               const uint8_t* is_pos, const uint8_t* active, T* stats) {
   constexpr int kT = 256;
-  __shared__ double sh[6][kT];
-  double v[6] = {0, 0, 0, 0, 0, 0};  // sum, cnt, s1, s2, c1, c2
+  // cnt: active terms (the stat); nz: terms with a loss > 0, MeanNonZero's
+  // divisor (as loss_reduce_cpu: pml AvgNonZeroReducer).
+  __shared__ double sh[7][kT];
+  double v[7] = {0, 0, 0, 0, 0, 0, 0};  // sum, cnt, s1, s2, c1, c2, nz
   for (int64_t t = threadIdx.x; t < N; t += blockDim.x) {
     v[0] += loss[t];
     v[1] += active ? (active[t] ? 1 : 0) : (loss[t] > T(0) ? 1 : 0);
+    v[6] += loss[t] > T(0) ? 1 : 0;
     if (d2) {
       v[2] += d1[t];
       v[3] += d2[t];
@@ -172,18 +175,18 @@ __global__ void reduce_kernel(Reduction red, int64_t N, const T* loss, const T* 
       v[5] += 1;
     }
   }
-  for (int k = 0; k < 6; ++k) sh[k][threadIdx.x] = v[k];
+  for (int k = 0; k < 7; ++k) sh[k][threadIdx.x] = v[k];
   __syncthreads();
   for (int s = kT / 2; s > 0; s >>= 1) {
     if ((int)threadIdx.x < s)
-      for (int k = 0; k < 6; ++k) sh[k][threadIdx.x] += sh[k][threadIdx.x + s];
+      for (int k = 0; k < 7; ++k) sh[k][threadIdx.x] += sh[k][threadIdx.x + s];
     __syncthreads();
   }
   if (threadIdx.x == 0) {
-    double cnt = sh[1][0];
+    double cnt = sh[1][0], nz = sh[6][0];
     double norm = red == Reduction::Sum ? 1.0
                   : red == Reduction::Mean ? (N > 0 ? 1.0 / N : 0.0)
-                                           : 1.0 / (cnt > 1.0 ? cnt : 1.0);
+                                           : 1.0 / (nz > 1.0 ? nz : 1.0);
     stats[0] = T(sh[0][0] * norm);
     stats[1] = T(cnt);
     stats[2] = T(sh[4][0] > 0 ? sh[2][0] / sh[4][0] : 0.0);

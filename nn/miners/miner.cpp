@@ -102,6 +102,7 @@ MinerFactory triplets(kernels::MinerKind kind, bool only_violating = false,
     p.dw_dim = c.dw_dim;
     p.dw_lambda = c.dw_lambda;
     p.dw_cutoff = c.dw_cutoff;
+    p.dw_nonzero_cutoff = c.dw_nonzero_cutoff;
     return std::make_shared<TripletMiner>(p);
   };
 }
@@ -133,8 +134,14 @@ void register_builtin_miners(Registry<MinerFactory>& r) {
   r.add("k-ephn", "k nearest positives x k nearest negatives", k_miner(kernels::KMiner::EPHN));
   r.add("k-hpen", "k farthest positives x k farthest negatives", k_miner(kernels::KMiner::HPEN));
   r.add("k-hphn", "k farthest positives x k nearest negatives", k_miner(kernels::KMiner::HPHN));
-  r.add("k-ns", "k nearest positives; negatives by distance-weighted sampling (Wu et al.)",
+  // k-ns is the LMNN paper's form (min(λ, 1/q), unnormalised, no cutoff);
+  // distance-weighted is Wu et al.'s (kernels/miners.h). Both want plain L2 on
+  // unit-normalised embeddings.
+  r.add("k-ns", "LMNN paper Eqs. 10-11: k nearest positives; k negatives with weight min(lambda, 1/q(d))",
         k_miner(kernels::KMiner::NS));
+  r.add("distance-weighted", "Wu et al. 2017 / pml DistanceWeightedMiner: per (a, p) one negative drawn with "
+        "normalised weight 1/q(max(d, 0.5)), 0 at d >= 1.4 (plain L2 on unit-normalised embeddings)",
+        triplets(K::DistanceWeighted));
   r.add("pairs-random", "all positive pairs + as many random negative pairs",
         [](const MinerConfig&) { return std::make_shared<PairMiner>(kernels::PairNegatives::Random); });
   r.add("pairs-hard-negative", "all positive pairs + as many hardest (nearest) negative pairs",

@@ -46,8 +46,9 @@ struct Mined {
 struct MinerConfig {
   double margin = 0.2;  // semi-hard / violating thresholds (distance units)
   int k = 3;            // k-miners: positives and negatives per anchor
-  int dw_dim = 128;     // k-ns: embedding dimension
-  double dw_lambda = 1.4, dw_cutoff = 0.5;  // k-ns: weight cap and distance clamp
+  int dw_dim = 128;     // k-ns, distance-weighted: embedding dimension
+  double dw_lambda = 1.4, dw_cutoff = 0.5;  // k-ns: weight cap; both: distance clamp (Wu et al.: 0.5)
+  double dw_nonzero_cutoff = 1.4;           // distance-weighted: weight 0 at D >= this (pml default)
   double epsilon = 0.1; // multi-similarity miner margin (pml default)
 };
 
@@ -125,7 +126,7 @@ class NoMiner : public Miner {
 using MinerFactory = std::function<std::shared_ptr<Miner>(const MinerConfig&)>;
 // all-triplets, violating-triplets, batch-hard, semi-hard, semi-hard-or-hardest,
 // random-violating, random-semi-hard, k-bh, k-bsh, k-epen, k-ephn, k-hpen,
-// k-hphn, k-ns, pairs-random, pairs-hard-negative, all-pairs, multi-similarity, none.
+// k-hphn, k-ns, distance-weighted, pairs-random, pairs-hard-negative, all-pairs, multi-similarity, none.
 Registry<MinerFactory>& miner_registry();
 // miner_registry().get(name)(cfg) with the miner's name set.
 std::shared_ptr<Miner> make_miner(const std::string& name, const MinerConfig& cfg = {});

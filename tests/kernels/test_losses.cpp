@@ -62,7 +62,7 @@ Ref ref_triplet(const TripletLossParams& P, Reduction red, const std::vector<dou
     r.loss = L;
     return r;
   }
-  double sum = 0;
+  double sum = 0, nonzero = 0;
   for (int64_t t = 0; t < N; ++t) {
     double l = 0;
     bool act = false;
@@ -85,10 +85,11 @@ Ref ref_triplet(const TripletLossParams& P, Reduction red, const std::vector<dou
     }
     sum += P.weight * l;
     r.active += act;
+    nonzero += P.weight * l > 0;  // MeanNonZero divides by the terms with a loss > 0 (pml AvgNonZeroReducer)
   }
   r.loss = red == Reduction::Sum ? sum
            : red == Reduction::Mean ? sum / N
-                                    : sum / std::max(r.active, 1.0);
+                                    : sum / std::max(nonzero, 1.0);
   return r;
 }
 
