@@ -3,6 +3,7 @@
 #include "data/file_io.h"
 
 #include <cmath>
+#include <map>
 
 #include "data/ssim.h"
 
@@ -105,6 +106,51 @@ std::vector<int64_t> sample_pk_batch(const ClassIndex& ci, int P, int K, Generat
     const auto& imgs = ci.images_of(ok[c]);
     for (int64_t k : sample_without_replacement(static_cast<int64_t>(imgs.size()), K, g))
       out.push_back(imgs[k]);
+  }
+  return out;
+}
+
+std::vector<int64_t> sample_pk_batch_within_group(const ClassIndex& ci, const std::vector<int32_t>& group_of_class,
+                                                  int P, int K, Generator& g) {
+  MN_DATA_CHECK(P >= 1 && K >= 1, "sample_pk_batch_within_group: P and K must be >= 1 (got ", P, ", ", K, ")");
+  MN_DATA_CHECK(static_cast<int64_t>(group_of_class.size()) >= ci.num_classes(),
+                "sample_pk_batch_within_group: ", group_of_class.size(), " group entries for ", ci.num_classes(),
+                " classes");
+  // Eligible classes per group (memoised per (P, K) would save little: C is ~4k at most).
+  std::map<int32_t, std::vector<int32_t>> by_group;
+  for (int32_t c : ci.classes_with_at_least(K)) by_group[group_of_class[static_cast<size_t>(c)]].push_back(c);
+  std::vector<const std::vector<int32_t>*> groups;
+  int64_t total = 0;
+  size_t largest = 0;
+  for (auto& [gid, cls] : by_group) {
+    largest = std::max(largest, cls.size());
+    if (static_cast<int>(cls.size()) >= P) {
+      groups.push_back(&cls);
+      total += static_cast<int64_t>(cls.size());
+    }
+  }
+  if (by_group.empty()) {
+    size_t most = 0;
+    for (int32_t c = 0; c < static_cast<int32_t>(ci.num_classes()); ++c) most = std::max(most, ci.images_of(c).size());
+    MN_DATA_CHECK(false, "sample_pk_batch_within_group: no class has K = ", K, " images (the most any class has is ",
+                  most, "): use K <= ", most);
+  }
+  MN_DATA_CHECK(!groups.empty(), "sample_pk_batch_within_group: no group (alphabet) has P = ", P, " classes with ", K,
+                " images; the largest has ", largest, ": use P <= ", largest);
+  int64_t pick = g.next_int(0, total);
+  const std::vector<int32_t>* chosen = groups.back();
+  for (const auto* cls : groups) {
+    if (pick < static_cast<int64_t>(cls->size())) {
+      chosen = cls;
+      break;
+    }
+    pick -= static_cast<int64_t>(cls->size());
+  }
+  std::vector<int64_t> out;
+  out.reserve(static_cast<size_t>(P) * K);
+  for (int64_t c : sample_without_replacement(static_cast<int64_t>(chosen->size()), P, g)) {
+    const auto& imgs = ci.images_of((*chosen)[static_cast<size_t>(c)]);
+    for (int64_t k : sample_without_replacement(static_cast<int64_t>(imgs.size()), K, g)) out.push_back(imgs[k]);
   }
   return out;
 }

@@ -53,6 +53,13 @@ std::vector<Pair> sample_random_pairs(const ClassIndex& ci, int64_t count, doubl
                                       Generator& g);
 // (P * K) indices grouped by class: [c0 x K, c1 x K, ...].
 std::vector<int64_t> sample_pk_batch(const ClassIndex& ci, int P, int K, Generator& g);
+// A P x K batch whose P classes all come from one group (an Omniglot alphabet:
+// Lake's one-shot trials are within-alphabet, so the hardest negatives a model
+// must learn to separate are there). group_of_class (C) maps classes to groups.
+// The group is drawn with probability proportional to its number of classes
+// with >= K images, among the groups that have at least P of them.
+std::vector<int64_t> sample_pk_batch_within_group(const ClassIndex& ci, const std::vector<int32_t>& group_of_class,
+                                                  int P, int K, Generator& g);
 
 // Offline SSIM mining. `images` (N, H, W) float on CPU or CUDA (values in
 // [0, data_range]) indexed like the labels. Anchors are drawn as in the random
