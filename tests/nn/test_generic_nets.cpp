@@ -9,6 +9,7 @@
 #include "autograd/ops.h"
 #include "nn/models/koch.h"
 #include "nn/init.h"
+#include "nn/models/conv4.h"
 #include "nn/models/mlp.h"
 #include "nn/optim/param_groups.h"
 #include "tests/common/test_util.h"
@@ -231,4 +232,54 @@ TEST(ParamGroups, ByPrefixRulesAndErrors) {
     param_groups_by_prefix(net, {{"all", {""}, hyper(0.1)}, {"late", {"branch.fc2"}, hyper(0.1)}});
   });
   EXPECT_NE(e3.find("'late' gets no parameters"), std::string::npos) << e3;
+}
+
+// The conv4 trunk (nn/models/conv4.h): shapes and names, and a float64 gradcheck
+// of a tiny instance (2 blocks of 3 channels on 6x6 inputs, batch-norm in
+// training mode, then a dense layer) through the triplet net.
+TEST(Conv4Trunk, ShapesNamesAndErrors) {
+  Generator g(3);
+  Conv4Options o;  // 28x28 -> 1x1 x 64
+  Conv4 net(o, g);
+  EXPECT_EQ(net.flat_features(), 64);
+  Variable y = net.forward(Variable(test::randn({2, 1, 28, 28}, DType::F32, Device::cpu(), 1)));
+  EXPECT_EQ(y.size(0), 2);
+  EXPECT_EQ(y.size(1), 64);
+  auto names = names_of(net);
+  EXPECT_EQ(names.front(), "block1.conv.weight");
+  EXPECT_EQ(names.size(), 16u);  // 4 x (conv w, b, bn w, b)
+  o.input_size = 52;
+  o.embedding = 16;
+  Conv4 wide(o, g);
+  EXPECT_EQ(wide.flat_features(), 64 * 3 * 3);
+  EXPECT_EQ(wide.output_features(), 16);
+  EXPECT_EQ(names_of(wide).back(), "dense.bias");
+  o.input_size = 12;
+  EXPECT_NE(error_of([&] { Conv4 tiny(o, g); }).find("too small"), std::string::npos);
+  EXPECT_NE(error_of([&] { net.forward(Variable(test::randn({2, 1, 27, 27}, DType::F32, Device::cpu(), 1))); })
+                .find("Conv4: expected input"),
+            std::string::npos);
+}
+
+TEST(Conv4Trunk, GradcheckTinyThroughTripletNet) {
+  Generator g(21);
+  Conv4Options o;
+  o.input_size = 6;
+  o.channels = 3;
+  o.blocks = 2;
+  o.embedding = 4;
+  o.dtype = DType::F64;
+  auto trunk = std::make_shared<Conv4>(o, g);
+  TripletNet net(trunk);
+  ag::GradcheckOptions go;
+  auto r = ag::gradcheck(
+      [&](const std::vector<Variable>& v) {
+        auto e = net.embed_triplets(v[0], v[1], v[2]);
+        return ag::add(ag::mul(e[0], e[1]), ag::square(e[2]));
+      },
+      {test::randn({2, 1, 6, 6}, DType::F64, Device::cpu(), 6), test::randn({2, 1, 6, 6}, DType::F64, Device::cpu(), 7),
+       test::randn({2, 1, 6, 6}, DType::F64, Device::cpu(), 8)},
+      go);
+  EXPECT_TRUE(r.ok) << r.message;
+  EXPECT_GT(r.checked, 50);
 }
