@@ -14,6 +14,7 @@
 #include "data/omniglot.h"
 #include "experiments/omniglot/names.h"
 #include "experiments/omniglot/omniglot_study.h"
+#include "nn/registry.h"
 #include "runtime/error.h"
 
 namespace mn::exp {
@@ -21,8 +22,10 @@ namespace mn::exp {
 // ------------------------------------------------------------------ flags --
 void OmniglotStudy::declare_flags(Flags& f) {
   const bool tri = name() == "omniglot_triplet";
-  f.add_string("preset", "auto", "auto: the study's full protocol on a GPU, the CPU demo without one",
-               {"auto", "full", "cpu-demo"});
+  f.add_string("preset", "auto", tri ? "auto: the study's full protocol on a GPU, the CPU demo without one; "
+               "cpu-demo: conv4 on 28x28 images, about 10 minutes on 2 cores; cpu-hour: the same for about an hour"
+               : "auto: the study's full protocol on a GPU, the CPU demo without one", {"auto", "full", "cpu-demo",
+               "cpu-hour"});
   f.add_string("data-dir", "", "folder holding images_background/, images_evaluation/, all_runs/ "
                "(default: $MN_DATA_DIR, ./datasets or ../shared/datasets, subfolder omniglot)");
   f.add_string("cache-dir", "", "packed-image cache (default: data/'s default cache folder)");
@@ -47,7 +50,12 @@ void OmniglotStudy::declare_flags(Flags& f) {
   f.add_double("dense-decay", 1e-3, "L2 weight decay of the dense layer(s)", 0.0);
   f.add_double("momentum", 0.9, "sgd: final momentum (ramped linearly from 0.5)", 0.0, 0.999);
   f.add_int("momentum-epochs", 10, "sgd: epochs of the momentum ramp", 0, 1000000);
-  f.add_double("lr-decay", 0.99, "sgd: learning rate factor per epoch", 1e-6, 1.0);
+  f.add_double("lr-decay", 0.99, "learning rate factor gamma of the exponential and step schedules", 1e-6, 1.0);
+  std::vector<std::string> schedules{"auto"};
+  for (const auto& n : nn::schedule_registry().names()) schedules.push_back(n);
+  f.add_string("lr-schedule", "auto", "learning-rate schedule: auto (exponential, x --lr-decay per epoch, with "
+               "sgd as Koch; constant with adam/adamw as the study) or a registered schedule", schedules);
+  f.add_int("lr-step-epochs", 8, "step schedule: epochs between decays", 1, 1000000);
   const char* groups = tri ? "conv,dense" : "conv1,conv2,conv3,conv4,dense,head";
   f.add_string("group-lr", "", std::string("per-layer learning-rate multipliers, comma-separated, for the "
                "parameter groups ") + groups + " (Koch et al. tune one rate per layer; empty: all 1)");
@@ -57,32 +65,54 @@ void OmniglotStudy::declare_flags(Flags& f) {
             1, INT_MAX);
   f.add_int("val-tasks", 320, "one-shot validation tasks (an anchor and N candidates)", 1, INT_MAX);
   f.add_int("val-way", 20, "N of the validation tasks", 2, INT_MAX);
+  f.add_int("image-size", 105, "input side in pixels: the 105x105 images are area-averaged down to it once, "
+            "when the data is loaded (Lake's runs and --test-dir too)", 8, 105);
+  f.add_bool("rotations", false, "add every training character rotated by 90, 180 and 270 degrees as new "
+             "characters (4x the classes)");
   f.add_int("train-max-drawer", 20, "train only on drawers 1..N (Koch et al.: 12)", 1, 20);
   f.add_double("width", 1.0, "channel multiplier of the Koch branch (1: 64/128/128/256)", 0.01, 16.0);
-  f.add_int("embedding", 4096, "size of the dense embedding", 1, 1 << 20);
+  f.add_int("embedding", 0, "size of the dense embedding (0: the trunk's own: Koch 4096; conv4 no dense layer, "
+            "the flattened features)", 0, 1 << 20);
   f.add_bool("sigmoid-embedding", true, "sigmoid after the dense layer (Koch)");
   f.add_string("init", tri ? "study" : "koch", "initialisation: study (N(0,0.002) convs) or koch (N(0,0.01) convs)",
                {"study", "koch"});
   f.add_int("eval-batch", 200, "images per forward pass in evaluation", 1, 1 << 20);
 }
 
-// The CPU demo: the same protocol and initialisation, scaled down (a quarter of
-// the channels, a 512-d embedding, fewer and smaller iterations, a higher
-// learning rate) to finish in a few minutes on 2 cores and visibly learn.
+// The CPU demo of the Koch net (the siamese binary's): the same protocol and
+// initialisation, scaled down (a quarter of the channels, a 512-d embedding,
+// fewer and smaller iterations, a higher learning rate) to finish in a few
+// minutes on 2 cores and visibly learn. The triplet binary overrides it with
+// its conv4 presets (triplet_study.cpp).
+std::vector<std::pair<const char*, const char*>> OmniglotStudy::preset_values(const std::string& preset,
+                                                                              const Flags&) const {
+  if (preset != "cpu-demo") return {};
+  return {{"epochs", "6"},      {"iters", "80"},          {"batch", "16"},     {"width", "0.25"},
+          {"embedding", "512"}, {"val-triplets", "1000"}, {"val-tasks", "100"}, {"lr", "3e-4"},
+          {"test-tasks", "100"}};
+}
+
 void OmniglotStudy::apply_presets(Flags& f, Device device, bool evaluating) {
-  const std::string preset = f.str("preset");
-  if (!(preset == "cpu-demo" || (preset == "auto" && device.is_cpu() && !evaluating))) return;
-  const std::pair<const char*, const char*> demo[] = {
-      {"epochs", "6"},      {"iters", "80"},          {"batch", "16"},     {"width", "0.25"},
-      {"embedding", "512"}, {"val-triplets", "1000"}, {"val-tasks", "100"}, {"lr", "3e-4"},
-      {"test-tasks", "100"}};
-  for (auto& [k, v] : demo)  // never over a value the user or a resumed checkpoint set
-    if (f.origin(k) == Flags::Origin::Default) f.set(k, v, Flags::Origin::Preset, "cpu-demo preset");
-  std::printf("== CPU demo preset: a scaled-down run (width %.2f, %lld epochs x %lld iterations of %lld) that "
-              "finishes in minutes on 2 cores.\n== The study's full protocol needs a GPU: run on a CUDA "
-              "machine (--device auto picks it) or pass --preset full.\n",
-              f.f64("width"), static_cast<long long>(f.i64("epochs")), static_cast<long long>(f.i64("iters")),
-              static_cast<long long>(f.i64("batch")));
+  std::string preset = f.str("preset");
+  if (preset == "auto" && device.is_cpu() && !evaluating) preset = "cpu-demo";
+  if (preset == "auto" || preset == "full") return;
+  const auto values = preset_values(preset, f);
+  MN_CHECK(!values.empty(), "--preset ", preset, ": ", name(), " has no such preset (it has auto, full and cpu-demo)");
+  for (auto& [k, v] : values)  // never over a value the user or a resumed checkpoint set
+    if (f.origin(k) == Flags::Origin::Default) f.set(k, v, Flags::Origin::Preset, preset + " preset");
+  if (f.declared("trunk") && f.str("trunk") == "conv4")
+    std::printf("== %s preset: the conv4 trunk on %lldx%lld images, %lld epochs x %lld iterations of P x K = %lld x "
+                "%lld, mined online (--sampling %s).\n== The study's own Koch net and protocol: --preset full (a GPU "
+                "is advised).\n", preset.c_str(), static_cast<long long>(f.i64("image-size")),
+                static_cast<long long>(f.i64("image-size")), static_cast<long long>(f.i64("epochs")),
+                static_cast<long long>(f.i64("iters")), static_cast<long long>(f.i64("batch")),
+                static_cast<long long>(f.i64("per-class")), f.str("sampling").c_str());
+  else
+    std::printf("== CPU demo preset: a scaled-down run (width %.2f, %lld epochs x %lld iterations of %lld) that "
+                "finishes in minutes on 2 cores.\n== The study's full protocol needs a GPU: run on a CUDA "
+                "machine (--device auto picks it) or pass --preset full.\n",
+                f.f64("width"), static_cast<long long>(f.i64("epochs")), static_cast<long long>(f.i64("iters")),
+                static_cast<long long>(f.i64("batch")));
 }
 
 void OmniglotStudy::check_flags(const Flags& f, bool evaluating) const {
@@ -115,7 +145,7 @@ void OmniglotStudy::check_flags(const Flags& f, bool evaluating) const {
     make_dirs(f.str("cache-dir"), "--cache-dir");
   if (!evaluating) {
     // One value per parameter group: checked now, not after the data is loaded.
-    const size_t n = name() == "omniglot_triplet" ? 2 : 6;
+    const size_t n = name() == "omniglot_triplet" ? (f.str("trunk") == "conv4" && f.i64("embedding") == 0 ? 1 : 2) : 6;
     (void)per_group_list(f, "group-lr", n);
     (void)per_group_list(f, "group-momentum", n);
   }
@@ -123,7 +153,7 @@ void OmniglotStudy::check_flags(const Flags& f, bool evaluating) const {
 
 std::vector<std::string> OmniglotStudy::architecture_keys() const {
   return {"width", "embedding", "activation", "lrn", "batchnorm", "dropout", "sigmoid-embedding", "share",
-          "input-norm"};
+          "input-norm", "trunk", "channels", "image-size"};
 }
 
 std::vector<double> per_group_list(const Flags& f, const std::string& key, size_t n) {
@@ -156,8 +186,9 @@ void OmniglotStudy::setup(RunContext& ctx) {
   loader_seed_ = ctx.seed() * 104729 + 3;
   data_ = std::make_unique<StudyData>(*f_, device_, /*evaluating=*/!f_->str("evaluate").empty());
   nn::KochBranchOptions o;
+  o.input_size = f_->i64("image-size");
   o.width = f_->f64("width");
-  o.embedding = f_->i64("embedding");
+  o.embedding = f_->i64("embedding") > 0 ? f_->i64("embedding") : 4096;
   o.activation = activation_by_name(f_->str("activation"));
   o.lrn = f_->flag("lrn");
   o.batchnorm = f_->flag("batchnorm");
@@ -174,10 +205,15 @@ void OmniglotStudy::setup(RunContext& ctx) {
   if (opt == "sgd")
     for (size_t i = 0; i < groups.size(); ++i) groups[i].momentum = moms[i];
   opt_ = optimizer_by_name(opt, groups);
-  if (opt == "sgd") {
-    lr_sched_ = std::make_unique<nn::ExponentialDecay>(*opt_, f_->f64("lr-decay"));
-    mom_sched_ = std::make_unique<nn::MomentumRamp>(*opt_, 0.5, f_->i64("momentum-epochs"));
+  std::string sched = f_->str("lr-schedule");
+  if (sched == "auto") sched = opt == "sgd" ? "exponential" : "constant";
+  if (sched != "constant") {
+    nn::ScheduleConfig sc;
+    sc.gamma = f_->f64("lr-decay");
+    sc.step_epochs = f_->i64("lr-step-epochs");
+    lr_sched_ = nn::schedule_registry().get(sched)(*opt_, sc);
   }
+  if (opt == "sgd") mom_sched_ = std::make_unique<nn::MomentumRamp>(*opt_, 0.5, f_->i64("momentum-epochs"));
 }
 
 void OmniglotStudy::begin_epoch(int64_t epoch) {
@@ -195,12 +231,12 @@ void OmniglotStudy::save_state(nn::Metadata& md) const {
   nn::put_generator_state(md, "rng.sample", sample_gen_);
   nn::put_generator_state(md, "rng.loader", loader_started_ ? Generator(data_->loader_seed(), data_->loader_offset())
                                                             : Generator(loader_seed_, loader_offset_));
-  nn::put_generator_state(md, "rng.dropout", branch().dropout_generator());
+  if (Generator* g = dropout_generator()) nn::put_generator_state(md, "rng.dropout", *g);
 }
 
 void OmniglotStudy::load_state(const nn::Metadata& md, const std::string& file) {
   nn::get_generator_state(md, "rng.sample", sample_gen_, file);
-  nn::get_generator_state(md, "rng.dropout", branch().dropout_generator(), file);
+  if (Generator* g = dropout_generator()) nn::get_generator_state(md, "rng.dropout", *g, file);
   Generator lg;
   nn::get_generator_state(md, "rng.loader", lg, file);
   loader_seed_ = lg.seed();

@@ -54,7 +54,13 @@ class OmniglotStudy : public Study {
   virtual void check_kind_flags(const Flags&) const {}
   virtual void build_net(const nn::KochBranchOptions& o, Generator& init) = 0;
   virtual std::vector<nn::ParamGroup> param_groups() const = 0;
-  virtual nn::KochBranch& branch() const = 0;
+  // The generator of the trunk's dropout masks (saved in checkpoints); null when
+  // the trunk has no dropout (conv4).
+  virtual Generator* dropout_generator() const = 0;
+  // Flag values of a named preset for this net kind (empty: the kind has no such
+  // preset); `f` holds what the user set, which a preset may adapt to.
+  virtual std::vector<std::pair<const char*, const char*>> preset_values(const std::string& preset,
+                                                                         const Flags& f) const;
   // Triplets per loader batch (0: the loader is not used, e.g. online mining).
   virtual int64_t loader_triplets() const = 0;
   // Validation verification accuracy in [0, 1].
@@ -80,7 +86,7 @@ class OmniglotStudy : public Study {
   Generator init_gen_, sample_gen_;
   std::unique_ptr<StudyData> data_;
   std::unique_ptr<nn::Optimizer> opt_;
-  std::unique_ptr<nn::ExponentialDecay> lr_sched_;
+  std::unique_ptr<nn::LrSchedule> lr_sched_;
   std::unique_ptr<nn::MomentumRamp> mom_sched_;
   uint64_t loader_seed_ = 0, loader_offset_ = 0;
   bool loader_started_ = false;

@@ -41,7 +41,7 @@ class SiameseStudy : public OmniglotStudy {
     const double cd = f_->f64("conv-decay"), dd = f_->f64("dense-decay");
     return net_->param_groups(f_->f64("lr"), f_->f64("momentum"), {cd, cd, cd, cd, dd, dd});
   }
-  nn::KochBranch& branch() const override { return net_->branch(); }
+  Generator* dropout_generator() const override { return &net_->branch().dropout_generator(); }
   int64_t loader_triplets() const override { return f_->i64("batch") / 2; }
 
   Stats train_step() override {

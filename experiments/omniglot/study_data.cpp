@@ -6,12 +6,14 @@
 
 #include "data/dataset.h"
 #include "data/image_io.h"
+#include "data/transforms.h"
 #include "experiments/common/harness.h"
 #include "kernels/elementwise.h"
 
 namespace mn::exp {
 
-StudyData::StudyData(const Flags& f, Device device, bool evaluating) : f_(f), device_(device) {
+StudyData::StudyData(const Flags& f, Device device, bool evaluating)
+    : f_(f), device_(device), image_size_(f.i64("image-size")) {
   root_ = f.str("data-dir").empty() ? data::find_dataset_dir("omniglot") : f.str("data-dir");
   cache_dir_ = f.str("cache-dir").empty() ? data::default_cache_dir() : f.str("cache-dir");
   lake_dir_ = !root_.empty() && is_directory(root_ + "/all_runs") ? root_ + "/all_runs" : "";
@@ -26,6 +28,18 @@ StudyData::StudyData(const Flags& f, Device device, bool evaluating) : f_(f), de
   so.cache_dir = cache_dir_;
   so.train_max_drawer = static_cast<int>(f.i64("train-max-drawer"));
   splits_ = data::load_omniglot_splits(so);
+  if (image_size_ != splits_.train.height()) {
+    // Once, at load time (~0.3 s for the 32k images here; the packed 105x105
+    // cache stays the one on disk, since resizing costs less than reading a second cache).
+    splits_.train = data::resized(splits_.train, image_size_, image_size_);
+    splits_.val = data::resized(splits_.val, image_size_, image_size_);
+    splits_.description += ", area-averaged to " + std::to_string(image_size_) + "x" + std::to_string(image_size_);
+  }
+  if (f.flag("rotations")) {
+    splits_.train = data::with_rotated_classes(splits_.train);
+    splits_.description += "; training characters x4 with their 90/180/270-degree rotations (" +
+                           std::to_string(splits_.train.num_classes()) + " classes)";
+  }
   std::printf("data: %s\n", splits_.description.c_str());
   train_classes_ = std::make_unique<data::ClassIndex>(splits_.train.labels);
   val_classes_ = std::make_unique<data::ClassIndex>(splits_.val.labels);
@@ -46,6 +60,7 @@ void StudyData::start_loader(int64_t triplets_per_batch, uint64_t seed, uint64_t
   lo.mode = data::FloatMode::Ink01;
   lo.scale = f_.flag("input-norm") ? 1.0 : 255.0;
   lo.augment = f_.flag("augment");
+  lo.augment_options.max_translation *= static_cast<double>(image_size_) / 105.0;  // Koch's 2 px at 105x105
   const std::string s = f_.str("sampling");
   lo.sampling = s == "hard-positive" ? data::TripletSampling::SsimHardPositive
                 : s == "semi-hard-negative" ? data::TripletSampling::SsimSemiHardNegative
@@ -83,18 +98,36 @@ PairBatch StudyData::pair_batch(int64_t B) {
 PKBatch StudyData::pk_batch(int64_t P, int64_t K, Generator& g) {
   need_splits("a P x K batch");
   if (!train_images_device_.defined()) train_images_device_ = splits_.train.images.to(device_);
-  std::vector<int64_t> idx = data::sample_pk_batch(*train_classes_, static_cast<int>(P), static_cast<int>(K), g);
+  std::vector<int64_t> idx =
+      f_.flag("pk-alphabet")
+          ? data::sample_pk_batch_within_group(*train_classes_, splits_.train.class_alphabet, static_cast<int>(P),
+                                               static_cast<int>(K), g)
+          : data::sample_pk_batch(*train_classes_, static_cast<int>(P), static_cast<int>(K), g);
   std::vector<int64_t> labels;
   for (int64_t i : idx) labels.push_back(train_classes_->label_of(i));
   const int64_t n = static_cast<int64_t>(idx.size());
   Tensor x = data::gather_images_float(train_images_device_, Tensor::from_vector(idx, {n}, device_),
                                        data::FloatMode::Ink01);
+  if (f_.flag("augment")) {
+    // Koch's affine distortions (translation scaled to the image size), ink-high
+    // inputs so the outside is 0 (paper). Drawn from `g` after the batch's indices.
+    data::KochAugmentOptions ao;
+    ao.max_translation *= static_cast<double>(image_size_) / 105.0;
+    const int64_t S = x.size(2);
+    auto params = data::draw_koch_affines(n, S, S, ao, g);
+    x = data::affine_warp(x.reshape({n, S, S}), params, 0.0).reshape({n, 1, S, S});
+  }
   if (!f_.flag("input-norm")) x = kernels::mul_scalar(x, 255.0);
   return {x, Tensor::from_vector(labels, {n}, device_)};
 }
 
-Tensor StudyData::to_input(const Tensor& u8) const {
-  MN_CHECK(u8.dtype() == DType::U8 && u8.dim() == 3, "to_input: expected (n, H, W) uint8 images, got ", u8.desc());
+Tensor StudyData::to_input(const Tensor& images_u8) const {
+  MN_CHECK(images_u8.dtype() == DType::U8 && images_u8.dim() == 3, "to_input: expected (n, H, W) uint8 images, got ",
+           images_u8.desc());
+  // Lake's runs and --test-dir come at 105x105: area-averaged like the training images.
+  const Tensor u8 = images_u8.size(1) == image_size_ && images_u8.size(2) == image_size_
+                        ? images_u8
+                        : data::resize_area(images_u8.to(Device::cpu()), image_size_, image_size_);
   const int64_t n = u8.size(0);
   Tensor x = data::gather_images_float(u8.to(device_), Tensor::arange(n, DType::I64, device_),
                                        data::FloatMode::Ink01);

@@ -90,6 +90,7 @@ class StudyData {
   std::unique_ptr<data::TripletLoader> loader_;
   Tensor train_images_device_;  // for P x K batches (uploaded once)
   uint64_t loader_seed_ = 0, loader_offset_ = 0;
+  int64_t image_size_ = 105;  // --image-size: every input is this square side
   bool have_splits_ = false;
   bool have_val_triplets_ = false, have_val_pairs_ = false, have_tasks_ = false, have_lake_ = false;
   IndexTriplets val_triplets_;

@@ -11,6 +11,8 @@
 #include "experiments/omniglot/omniglot_study.h"
 #include "kernels/miners.h"
 #include "nn/losses/losses.h"
+#include "nn/models/conv4.h"
+#include "nn/optim/param_groups.h"
 #include "nn/objective.h"
 
 namespace mn::exp {
@@ -26,7 +28,9 @@ class TripletStudy : public OmniglotStudy {
   }
   std::string plot_title() const override { return "triplet CNN on Omniglot"; }
   nn::Module& model() override { return *net_; }
-  int64_t items_per_step() const override { return 3 * f_->i64("batch"); }
+  int64_t items_per_step() const override {
+    return (is_online_sampling(f_->str("sampling")) ? f_->i64("per-class") : 3) * f_->i64("batch");
+  }
 
  protected:
   void declare_kind_flags(Flags& f) override {
@@ -41,6 +45,13 @@ class TripletStudy : public OmniglotStudy {
     f.add_double("ms-base", 0.5, "multi-similarity: similarity offset lambda", -1.0, 1.0);
     f.add_double("ms-epsilon", 0.1, "multi-similarity: its pair miner's epsilon (< 0: no mining)", -1.0, 2.0);
     f.add_string("share", "full", "weight sharing of the three branches", {"full", "disjoint-anchor"});
+    f.add_string("trunk", "koch", "the branch network: koch (the study's) or conv4 (4 x [conv 3x3, batch-norm, "
+                 "ReLU, max-pool 2], the few-shot literature's trunk; --width, --activation, --lrn, --batchnorm, "
+                 "--dropout, --sigmoid-embedding and --init are Koch's only)", {"koch", "conv4"});
+    f.add_int("channels", 64, "conv4: channels of every block", 1, 4096);
+    f.add_int("per-class", 3, "online sampling: K images of each of the P = --batch characters of a batch", 2, 20);
+    f.add_bool("pk-alphabet", false, "online sampling: draw a batch's P characters from one alphabet (Lake's "
+               "trials are within-alphabet)");
     f.add_string("sampling", "random", "training triplets: random (the study); offline SSIM mining of "
                  "hard positives, semi-hard negatives or both; online mining in P x K batches (P = batch, K = 3); or "
                  "online-balanced: P x K batches with no miner, for a whole-batch loss",
@@ -49,6 +60,19 @@ class TripletStudy : public OmniglotStudy {
   }
 
   void check_kind_flags(const Flags& f) const override {
+    if (f.str("trunk") == "conv4") {
+      for (const char* k : {"width", "activation", "lrn", "batchnorm", "dropout", "sigmoid-embedding", "init"})
+        MN_CHECK(!f.user_set(k), "--", k, " applies to --trunk koch only; conv4 is fixed (3x3 convolutions, "
+                 "batch-norm, ReLU, max-pool 2): leave --", k, " out or use --trunk koch");
+      MN_CHECK(f.str("share") == "full", "--share ", f.str("share"), ": the conv4 trunk is always shared; use "
+               "--share full or --trunk koch");
+    } else {
+      MN_CHECK(!f.user_set("channels"), "--channels applies to --trunk conv4 only (Koch's net: --width)");
+    }
+    if (!is_online_sampling(f.str("sampling")))
+      for (const char* k : {"per-class", "pk-alphabet"})
+        MN_CHECK(!f.user_set(k), "--", k, " applies to online sampling (P x K batches) only, not to --sampling ",
+                 f.str("sampling"));
     const bool whole = is_whole_batch_loss(f.str("loss")), balanced = f.str("sampling") == "online-balanced";
     MN_CHECK(whole == balanced, "--loss ", f.str("loss"), " with --sampling ", f.str("sampling"), ": ",
              whole ? "a whole-batch loss trains on labelled P x K batches: use --sampling online-balanced"
@@ -59,15 +83,74 @@ class TripletStudy : public OmniglotStudy {
   }
 
   void build_net(const nn::KochBranchOptions& o, Generator& init) override {
+    if (f_->str("trunk") == "conv4") {
+      nn::Conv4Options co;
+      co.input_size = f_->i64("image-size");
+      co.channels = f_->i64("channels");
+      co.embedding = f_->i64("embedding");
+      co.device = o.device;
+      net_ = std::make_unique<nn::TripletNet>(std::make_shared<nn::Conv4>(co, init));
+      return;
+    }
     auto share = f_->str("share") == "full" ? nn::TripletShare::Full : nn::TripletShare::DisjointAnchor;
     net_ = std::make_unique<nn::TripletNet>(o, share, init);
   }
   std::vector<nn::ParamGroup> param_groups() const override {
+    if (f_->str("trunk") == "conv4") {
+      // "conv": convolutions and batch-norm; "dense": the optional dense layer.
+      std::vector<nn::GroupSpec> specs{{"conv", {"branch.block"}, nn::hyper(f_->f64("lr"), f_->f64("conv-decay"))}};
+      if (f_->i64("embedding") > 0)
+        specs.push_back({"dense", {"branch.dense"}, nn::hyper(f_->f64("lr"), f_->f64("dense-decay"))});
+      return nn::param_groups_by_prefix(*net_, specs);
+    }
     return net_->param_groups(f_->f64("lr"), f_->f64("conv-decay"), f_->f64("dense-decay"));
   }
-  nn::KochBranch& branch() const override { return net_->branch(); }
+  Generator* dropout_generator() const override {
+    return f_->str("trunk") == "koch" ? &net_->branch().dropout_generator() : nullptr;
+  }
   int64_t loader_triplets() const override {
     return is_online_sampling(f_->str("sampling")) ? 0 : f_->i64("batch");
+  }
+
+  // The CPU presets: the conv4 trunk on 28x28 images (the few-shot literature's
+  // setting) with a dense 128-d embedding, every training character also
+  // rotated (4x the classes), P x K = 16 x 8 batches of characters from one
+  // alphabet with the Multi-Similarity loss and its pair miner (Wang et al.
+  // 2019), Adam at 1e-3. Chosen on the validation alphabets only, from 4- to
+  // 15-epoch runs (experiments/results/omniglot/2026-11-26-cpu-presets/): the
+  // dense embedding (+10 points), K = 8 (+5) and within-alphabet batches (+3)
+  // helped; batch-hard mining with the soft-margin or margin loss collapsed the
+  // embedding; lr 3e-3 / 3e-4, a per-epoch decay of 0.8, augmentation and
+  // dropping the rotations changed little in short runs.
+  //
+  // What the user set wins, and the preset keeps its parts consistent with it:
+  // --trunk koch gives the Koch net's demo (the base class's preset), and a
+  // --loss or --sampling of the user's leaves both to the user (a whole-batch
+  // loss and P x K batches go together).
+  std::vector<std::pair<const char*, const char*>> preset_values(const std::string& preset,
+                                                                 const Flags& f) const override {
+    if (f.user_set("trunk") && f.str("trunk") == "koch") return OmniglotStudy::preset_values(preset, f);
+    std::vector<std::pair<const char*, const char*>> v{
+        {"trunk", "conv4"},         {"image-size", "28"},            {"rotations", "true"},  {"input-norm", "true"},
+        {"embedding", "128"},       {"sampling", "online-balanced"}, {"loss", "multi-similarity"},
+        {"batch", "16"},            {"per-class", "8"},              {"pk-alphabet", "true"}, {"optimizer", "adam"},
+        {"lr", "1e-3"},             {"conv-decay", "0"},             {"dense-decay", "0"},   {"val-triplets", "2000"},
+        {"val-tasks", "320"},       {"eval-batch", "500"}};
+    if (preset == "cpu-demo") {
+      v.insert(v.end(), {{"epochs", "15"}, {"iters", "200"}});
+    } else if (preset == "cpu-hour") {
+      // Five times the training with Koch's affine distortions, and the step
+      // schedule halving the lr every 20 epochs.
+      v.insert(v.end(), {{"epochs", "70"}, {"iters", "250"}, {"augment", "true"}, {"lr-schedule", "step"},
+                         {"lr-decay", "0.5"}, {"lr-step-epochs", "20"}});
+    } else {
+      return {};
+    }
+    if (f.user_set("loss") || f.user_set("sampling"))
+      v.erase(std::remove_if(v.begin(), v.end(), [](const auto& kv) {
+                return std::string(kv.first) == "loss" || std::string(kv.first) == "sampling";
+              }), v.end());
+    return v;
   }
 
   nn::TripletLossOptions loss_options() const {
@@ -103,7 +186,7 @@ class TripletStudy : public OmniglotStudy {
     const int64_t B = f_->i64("batch");
     Stats s;
     if (f_->str("sampling") == "online-balanced") {
-      PKBatch pk = data_->pk_batch(B, 3, sample_gen_);
+      PKBatch pk = data_->pk_batch(B, f_->i64("per-class"), sample_gen_);
       Variable e = net_->embed_candidate(Variable(pk.images));
       nn::ObjectiveOutput out = whole_batch_objective()(e, pk.labels, &sample_gen_);
       out.loss.backward();
@@ -112,9 +195,9 @@ class TripletStudy : public OmniglotStudy {
       s = {{"train_loss", h.loss}, {"active_share", out.tuples ? h.active / out.tuples : 0.0},
            {"mean_d_pos", h.mean_pos}, {"mean_d_neg", h.mean_neg}};
     } else if (is_online_sampling(f_->str("sampling"))) {
-      // P x K batch (3B images, as many as B random triplets), mined on the device
-      // from the detached squared distances of the batch's embeddings.
-      PKBatch pk = data_->pk_batch(B, 3, sample_gen_);
+      // P x K batch (K = 3 by default: 3B images, as many as B random triplets),
+      // mined on the device from the detached squared distances of the embeddings.
+      PKBatch pk = data_->pk_batch(B, f_->i64("per-class"), sample_gen_);
       Variable e = net_->embed_candidate(Variable(pk.images));
       kernels::MinerParams mp;
       mp.kind = miner_by_name(f_->str("sampling"));

@@ -67,7 +67,8 @@ TEST(ErrorLines, RefusedRunsPrintOneCleanLineNamingTheFlag) {
   };
   const auto base = base_args(out / "o", cache.str());
   const Case cases[] = {
-      {StudyKind::Triplet, {"--loss", "multi-similarity"}, {"--loss", "--sampling online-balanced"}},
+      // --preset full: the flag check alone, whatever preset this machine would pick.
+      {StudyKind::Triplet, {"--loss", "multi-similarity", "--preset", "full"}, {"--loss", "--sampling online-balanced"}},
       {StudyKind::Triplet, {"--iters", "-3"}, {"--iters", "-3"}},
       {StudyKind::Triplet, {"--val-way", "1"}, {"--val-way"}},
       {StudyKind::Siamese, {"--test-way", "0"}, {"--test-way"}},
@@ -99,7 +100,7 @@ TEST(ErrorLines, RefusedRunsPrintOneCleanLineNamingTheFlag) {
 
 TEST(ErrorLines, DebugEnvironmentShowsTheCheckAndLocation) {
   ::setenv("MN_DEBUG_ERRORS", "1", 1);
-  RunResult r = run_study(StudyKind::Triplet, {"--loss", "multi-similarity"}, true);
+  RunResult r = run_study(StudyKind::Triplet, {"--loss", "multi-similarity", "--preset", "full"}, true);
   ::unsetenv("MN_DEBUG_ERRORS");
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("check `"), std::string::npos) << r.err;

@@ -339,8 +339,9 @@ TEST(OmniglotStudy, BadFlagValuesExitWithUsageError) {
   for (const char* name : {"schroff", "global", "multi-similarity"})
     EXPECT_NE(rn.err.find(name), std::string::npos) << name << " missing from: " << rn.err;
   // A whole-batch loss without P x K batches, and P x K batches without a miner for a triplet loss.
-  for (const auto& args : {std::vector<std::string>{"--loss", "multi-similarity"},
-                           std::vector<std::string>{"--sampling", "online-balanced"}}) {
+  // (--preset full: the flag check alone, whatever preset this machine would pick.)
+  for (const auto& args : {std::vector<std::string>{"--loss", "multi-similarity", "--preset", "full"},
+                           std::vector<std::string>{"--sampling", "online-balanced", "--preset", "full"}}) {
     RunResult rw = run_study(StudyKind::Triplet, args, true);
     EXPECT_EQ(rw.rc, 2) << args[0];
     EXPECT_NE(rw.err.find("online-balanced"), std::string::npos) << rw.err;
@@ -477,3 +478,101 @@ INSTANTIATE_TEST_SUITE_P(
                  "0.9,0.9,0.8,0.8,0.7,0.9"}},
         Variant{"siamese_ssim_both", StudyKind::Siamese, {"--sampling", "ssim-both", "--dropout", "0.2"}}),
     [](const ::testing::TestParamInfo<Variant>& i) { return std::string(i.param.name); });
+
+// ------------------------------------------- conv4 trunk and the CPU presets --
+namespace {
+std::vector<std::string> conv4_args(const std::string& out_dir, const std::string& cache_dir) {
+  return {"--data-dir", omniglot_root(), "--out-dir", out_dir, "--cache-dir", cache_dir, "--device", "cpu",
+          "--preset", "full", "--val-way", "5", "--eval-batch", "64", "--epochs", "2", "--iters", "3",
+          "--val-triplets", "12", "--val-tasks", "4"};
+}
+}  // namespace
+
+// The conv4 trunk on downscaled images with rotated classes, within-alphabet
+// P x K batches, augmentation and the Multi-Similarity loss; --test-dir tasks
+// (105x105 images) are downscaled the same way before scoring.
+TEST(OmniglotStudy, Conv4OnSmallImagesWithRotationsAndAlphabetBatches) {
+  TempDir out("conv4"), cache("cache");
+  auto args = conv4_args(out.str(), cache.str()) +
+              std::vector<std::string>{"--trunk", "conv4", "--channels", "8", "--image-size", "28", "--rotations",
+                                       "--pk-alphabet", "--batch", "4", "--per-class", "3", "--augment",
+                                       "--input-norm", "--loss", "multi-similarity", "--sampling", "online-balanced",
+                                       "--test-dir", omniglot_root() + "/images_evaluation", "--test-way", "5",
+                                       "--test-tasks", "4"};
+  testing::internal::CaptureStdout();
+  RunResult r = run_study(StudyKind::Triplet, args, true);
+  const std::string stdout_text = testing::internal::GetCapturedStdout();
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(stdout_text.find("area-averaged to 28x28"), std::string::npos) << stdout_text;
+  EXPECT_NE(stdout_text.find("96 classes"), std::string::npos) << "4 x 24 training characters: " << stdout_text;
+  auto lines = read_lines(out / "metrics.jsonl");
+  ASSERT_EQ(lines.size(), 2u);
+  for (const auto& l : lines) EXPECT_TRUE(std::isfinite(json_field(l, "train_loss"))) << l;
+  const std::string summary = read_text(out / "summary.json");
+  EXPECT_NE(summary.find("\"trunk\": \"conv4\""), std::string::npos);
+  EXPECT_NE(summary.find("\"test_dir\""), std::string::npos) << "the 105x105 --test-dir tasks were not scored";
+  // The checkpoint holds conv4's parameters and resumes (no dropout generator).
+  const auto md = mn::nn::read_safetensors_metadata(out / "last.safetensors");
+  EXPECT_EQ(md.count("rng.dropout.seed"), 0u);
+  RunResult again = run_study(StudyKind::Triplet, args + std::vector<std::string>{"--resume", "--epochs", "3"}, true);
+  EXPECT_EQ(again.rc, 0) << again.err;
+  EXPECT_EQ(read_lines(out / "metrics.jsonl").size(), 3u);
+}
+
+TEST(OmniglotStudy, CpuPresetsSetConv4AndUserFlagsWin) {
+  TempDir out("preset"), cache("cache");
+  std::vector<std::string> args = conv4_args(out.str(), cache.str());
+  args[9] = "cpu-demo";  // --preset
+  ASSERT_EQ(args[8], "--preset");
+  // The synthetic alphabets have 6 characters of 6 drawings each.
+  args = args + std::vector<std::string>{"--batch", "4", "--per-class", "3"};
+  testing::internal::CaptureStdout();
+  RunResult r = run_study(StudyKind::Triplet, args, true);
+  const std::string text = testing::internal::GetCapturedStdout();
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(text.find("cpu-demo preset: the conv4 trunk on 28x28 images"), std::string::npos) << text;
+  const std::string summary = read_text(out / "summary.json");
+  for (const char* kv : {"\"trunk\": \"conv4\"", "\"image-size\": 28", "\"rotations\": true", "\"batch\": 4",
+                         "\"embedding\": 128", "\"per-class\": 3",
+                         "\"epochs\": 2", "\"loss\": \"multi-similarity\""})
+    EXPECT_NE(summary.find(kv), std::string::npos) << kv << " not in " << summary;
+  // --trunk koch gets the Koch net's demo values; a loss of the user's keeps the
+  // preset's P x K sampling out (they go together).
+  TempDir koch("preset_koch"), schroff("preset_schroff");
+  auto with = [&](const TempDir& d, std::vector<std::string> extra) {
+    std::vector<std::string> a = conv4_args(d.str(), cache.str());
+    a[9] = "cpu-demo";
+    return a + extra;
+  };
+  ASSERT_EQ(run_study(StudyKind::Triplet, with(koch, {"--trunk", "koch"}), true).rc, 0);
+  const std::string ks = read_text(koch / "summary.json");
+  for (const char* kv : {"\"trunk\": \"koch\"", "\"width\": 0.25", "\"image-size\": 105", "\"embedding\": 512"})
+    EXPECT_NE(ks.find(kv), std::string::npos) << kv << " not in " << ks;
+  ASSERT_EQ(run_study(StudyKind::Triplet, with(schroff, {"--loss", "schroff", "--batch", "4"}), true).rc, 0);
+  const std::string ss = read_text(schroff / "summary.json");
+  for (const char* kv : {"\"trunk\": \"conv4\"", "\"loss\": \"schroff\"", "\"sampling\": \"random\""})
+    EXPECT_NE(ss.find(kv), std::string::npos) << kv << " not in " << ss;
+  // The siamese binary has no conv4 presets.
+  RunResult rs = run_study(StudyKind::Siamese, {"--preset", "cpu-hour", "--device", "cpu"}, true);
+  EXPECT_EQ(rs.rc, 2);
+  EXPECT_NE(rs.err.find("cpu-hour"), std::string::npos) << rs.err;
+}
+
+TEST(OmniglotStudy, Conv4AndBatchFlagsRefuseWhatDoesNotApply) {
+  TempDir out("conv4_bad"), cache("cache");
+  struct Case {
+    std::vector<std::string> flags;
+    std::string must_mention;
+  };
+  const Case cases[] = {{{"--trunk", "conv4", "--width", "0.5"}, "--width applies to --trunk koch only"},
+                        {{"--trunk", "conv4", "--share", "disjoint-anchor"}, "conv4 trunk is always shared"},
+                        {{"--channels", "8"}, "--channels applies to --trunk conv4"},
+                        {{"--per-class", "4"}, "--per-class applies to online sampling"},
+                        {{"--trunk", "conv4", "--image-size", "12"}, "too small"},
+                        {{"--image-size", "200"}, "--image-size"}};
+  for (const auto& c : cases) {
+    RunResult r = run_study(StudyKind::Triplet, conv4_args(out.str(), cache.str()) + c.flags, true);
+    EXPECT_NE(r.rc, 0) << c.flags[0];
+    EXPECT_NE(r.err.find(c.must_mention), std::string::npos) << "stderr: " << r.err;
+  }
+}
