@@ -4,6 +4,7 @@
 
 #include "kernels/batchnorm.h"
 #include "kernels/dropout.h"
+#include "kernels/prelu.h"
 
 namespace mn::ag {
 
@@ -120,6 +121,18 @@ Variable abs_diff(const Variable& a, const Variable& b) {
         return pick(kernels::abs_diff_backward(as, bs, gy), na, nb);
       },
       "abs_diff");
+}
+
+Variable prelu(const Variable& x, const Variable& a) {
+  MN_CHECK(x.defined() && a.defined(), "prelu: input and weight must be defined");
+  Tensor y = kernels::prelu_forward(x.data(), a.data());
+  if (!any_requires_grad({x, a})) return make_variable(y, {x, a}, nullptr, "prelu");
+  Tensor xs = x.data(), as = a.data();
+  const bool nx = x.requires_grad(), na = a.requires_grad();
+  return make_variable(
+      y, {x, a},
+      [xs, as, nx, na](const Tensor& gy) { return pick(kernels::prelu_backward(xs, as, gy), nx, na); },
+      "prelu");
 }
 
 namespace {

@@ -42,6 +42,9 @@ Variable sigmoid_act(const Variable& x);
 Variable tanh_act(const Variable& x);
 // Any activation by kind.
 Variable activation(const Variable& x, kernels::Act a, const kernels::ActParams& p = {});
+// PReLU with a learnable slope `a` of 1 element or one per channel (dim 1 of x);
+// kernels/prelu.h. Gradients for x and a.
+Variable prelu(const Variable& x, const Variable& a);
 
 // Elementwise |a - b| (same shapes).
 Variable abs_diff(const Variable& a, const Variable& b);
