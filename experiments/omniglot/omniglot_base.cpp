@@ -23,7 +23,8 @@ namespace mn::exp {
 void OmniglotStudy::declare_flags(Flags& f) {
   const bool tri = name() == "omniglot_triplet";
   f.add_string("preset", "auto", tri ? "auto: the study's full protocol on a GPU, the CPU demo without one; "
-               "cpu-demo: conv4 on 28x28 images, about 10 minutes on 2 cores; cpu-hour: the same for about an hour"
+               "cpu-demo: conv4 on 28x28 images, about 6 minutes on 2 cores; cpu-hour: longer, with augmentation, under "
+               "an hour"
                : "auto: the study's full protocol on a GPU, the CPU demo without one", {"auto", "full", "cpu-demo",
                "cpu-hour"});
   f.add_string("data-dir", "", "folder holding images_background/, images_evaluation/, all_runs/ "

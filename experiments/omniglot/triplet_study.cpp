@@ -53,7 +53,7 @@ class TripletStudy : public OmniglotStudy {
     f.add_bool("pk-alphabet", false, "online sampling: draw a batch's P characters from one alphabet (Lake's "
                "trials are within-alphabet)");
     f.add_string("sampling", "random", "training triplets: random (the study); offline SSIM mining of "
-                 "hard positives, semi-hard negatives or both; online mining in P x K batches (P = batch, K = 3); or "
+                 "hard positives, semi-hard negatives or both; online mining in P x K batches (P = --batch, K = --per-class); or "
                  "online-balanced: P x K batches with no miner, for a whole-batch loss",
                  {"random", "hard-positive", "semi-hard-negative", "ssim-both", "batch-hard", "online-semi-hard",
                   "online-random-negative", "online-balanced"});

@@ -576,3 +576,24 @@ TEST(OmniglotStudy, Conv4AndBatchFlagsRefuseWhatDoesNotApply) {
     EXPECT_NE(r.err.find(c.must_mention), std::string::npos) << "stderr: " << r.err;
   }
 }
+
+// --lr-schedule from the schedule registry: step with gamma 0.5 every epoch
+// halves the rate; auto keeps Adam constant (the study) and an unknown name lists the valid ones.
+TEST(OmniglotStudy, LrScheduleFlag) {
+  TempDir out("sched"), flat("sched_auto"), cache("cache");
+  auto args = conv4_args(out.str(), cache.str()) +
+              std::vector<std::string>{"--lr", "1e-3", "--lr-schedule", "step", "--lr-decay", "0.5",
+                                       "--lr-step-epochs", "1"};
+  ASSERT_EQ(run_study(StudyKind::Triplet, args, true).rc, 0);
+  auto lines = read_lines(out / "metrics.jsonl");  // conv4_args: 2 epochs
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_DOUBLE_EQ(json_field(lines[0], "lr"), 1e-3);
+  EXPECT_DOUBLE_EQ(json_field(lines[1], "lr"), 5e-4);
+  ASSERT_EQ(run_study(StudyKind::Triplet, conv4_args(flat.str(), cache.str()) +
+                                              std::vector<std::string>{"--lr", "1e-3"}, true).rc, 0);
+  for (const auto& l : read_lines(flat / "metrics.jsonl")) EXPECT_DOUBLE_EQ(json_field(l, "lr"), 1e-3);
+  RunResult bad = run_study(StudyKind::Triplet, conv4_args(flat.str(), cache.str()) +
+                                                    std::vector<std::string>{"--lr-schedule", "cosine"}, true);
+  EXPECT_EQ(bad.rc, 2);
+  EXPECT_NE(bad.err.find("exponential"), std::string::npos) << bad.err;
+}
