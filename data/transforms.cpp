@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "data/file_io.h"
+#include "runtime/parallel.h"
 
 namespace mn::data {
 namespace {
@@ -48,27 +49,32 @@ Tensor resize_area(const Tensor& images_u8, int64_t out_h, int64_t out_w) {
     return out;
   }
   const std::vector<Taps> ty = area_taps(h, out_h), tx = area_taps(w, out_w);
-  std::vector<double> rows(static_cast<size_t>(h * out_w));  // horizontal pass of one image
-  const uint8_t* s = src.data<uint8_t>();
-  uint8_t* d = out.data<uint8_t>();
-  for (int64_t img = 0; img < n; ++img, s += h * w, d += out_h * out_w) {
-    for (int64_t y = 0; y < h; ++y)
-      for (int64_t ox = 0; ox < out_w; ++ox) {
-        const Taps& t = tx[static_cast<size_t>(ox)];
-        double acc = 0;
-        for (size_t k = 0; k < t.w.size(); ++k) acc += t.w[k] * s[y * w + t.first + static_cast<int64_t>(k)];
-        rows[static_cast<size_t>(y * out_w + ox)] = acc;
-      }
-    for (int64_t oy = 0; oy < out_h; ++oy) {
-      const Taps& t = ty[static_cast<size_t>(oy)];
-      for (int64_t ox = 0; ox < out_w; ++ox) {
-        double acc = 0;
-        for (size_t k = 0; k < t.w.size(); ++k)
-          acc += t.w[k] * rows[static_cast<size_t>((t.first + static_cast<int64_t>(k)) * out_w + ox)];
-        d[oy * out_w + ox] = static_cast<uint8_t>(std::lround(std::min(255.0, std::max(0.0, acc))));
+  const uint8_t* src_all = src.data<uint8_t>();
+  uint8_t* dst_all = out.data<uint8_t>();
+  // Images are independent: chunks of them in parallel, each with its own row buffer.
+  parallel_for(0, n, 64, [&](int64_t i0, int64_t i1) {
+    std::vector<double> rows(static_cast<size_t>(h * out_w));  // horizontal pass of one image
+    for (int64_t img = i0; img < i1; ++img) {
+      const uint8_t* s = src_all + img * h * w;
+      uint8_t* d = dst_all + img * out_h * out_w;
+      for (int64_t y = 0; y < h; ++y)
+        for (int64_t ox = 0; ox < out_w; ++ox) {
+          const Taps& t = tx[static_cast<size_t>(ox)];
+          double acc = 0;
+          for (size_t k = 0; k < t.w.size(); ++k) acc += t.w[k] * s[y * w + t.first + static_cast<int64_t>(k)];
+          rows[static_cast<size_t>(y * out_w + ox)] = acc;
+        }
+      for (int64_t oy = 0; oy < out_h; ++oy) {
+        const Taps& t = ty[static_cast<size_t>(oy)];
+        for (int64_t ox = 0; ox < out_w; ++ox) {
+          double acc = 0;
+          for (size_t k = 0; k < t.w.size(); ++k)
+            acc += t.w[k] * rows[static_cast<size_t>((t.first + static_cast<int64_t>(k)) * out_w + ox)];
+          d[oy * out_w + ox] = static_cast<uint8_t>(std::lround(std::min(255.0, std::max(0.0, acc))));
+        }
       }
     }
-  }
+  });
   return out;
 }
 
