@@ -141,7 +141,7 @@ template <typename T, typename Emit>
 MN_HD int64_t mine_pair(const MinerArgs<T>& A, int64_t a, int64_t p, const Emit& emit) {
   const int64_t B = A.B;
   const int64_t la = A.labels[a];
-  if (a == p || A.labels[p] != la) return 0;
+  if (a == p || A.labels[p] != la || (A.p.unordered_positives && p < a)) return 0;
   const T* row = A.dist + a * B;
   const T dap = row[p], m = T(A.p.margin);
   switch (A.p.kind) {

@@ -6,7 +6,8 @@
 // for the same distance matrix and Philox (seed, offset).
 //
 // Conventions (all miners):
-//   - positives are ORDERED pairs (a, p), a != p, same label; negatives n have a
+//   - positives are ORDERED pairs (a, p), a != p, same label (MinerParams::
+//     unordered_positives: a < p only); negatives n have a
 //     different label. Output triplets are sorted by (a, p) then by n (or by the
 //     rank of n where a miner picks several).
 //   - ties are broken by the lowest index.
@@ -78,6 +79,11 @@ struct MinerParams {
   MinerKind kind = MinerKind::AllTriplets;
   double margin = 0.2;
   bool only_violating = false;  // AllTriplets
+  // Positives as UNORDERED pairs: only (a, p) with a < p (every triplet miner).
+  // The sampling study's selectors take itertools.combinations of a class's
+  // batch images: 9 C(25, 2) = 2,700 anchor-positive pairs in a 9 x 25 batch,
+  // 540,000 triplets for AllTriplets (ordered pairs give twice as many).
+  bool unordered_positives = false;
   SemiHardFallback fallback = SemiHardFallback::Drop;
   KMiner kminer = KMiner::BH;
   int k = 3;

@@ -1,0 +1,540 @@
+// The sampling study's grid runner and results.md (see grid.h).
+#include "experiments/sampling/grid.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "experiments/common/flags.h"
+#include "experiments/common/harness.h"
+#include "experiments/common/json.h"
+#include "experiments/sampling/paper.h"
+#include "experiments/sampling/study.h"
+#include "runtime/error.h"
+
+namespace mn::exp::sampling {
+namespace fs = std::filesystem;
+namespace {
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string x;
+  while (std::getline(ss, x, ','))
+    if (!x.empty()) out.push_back(x);
+  return out;
+}
+
+struct Cell {
+  int d = 0, s = 0;  // indices into dataset_names(), strategies()
+  int64_t seed = 1;
+  std::string dir;
+  Json summary;                    // empty: not finished
+  std::vector<double> loss, acc;   // per epoch (metrics.jsonl)
+  bool done() const { return !summary.is_null(); }
+};
+
+Json read_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Json();
+  Json j = Json::parse(in, nullptr, false);
+  return j.is_discarded() ? Json() : j;
+}
+
+void read_curve(Cell& c) {
+  std::ifstream in(c.dir + "/metrics.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    Json j = Json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.contains("train_loss") || !j["train_loss"].is_number()) continue;
+    c.loss.push_back(j["train_loss"].get<double>());
+    c.acc.push_back(j.contains("train_acc") && j["train_acc"].is_number() ? j["train_acc"].get<double>() : NAN);
+  }
+}
+
+double field(const Cell& c, const std::string& key) {
+  const Json* j = &c.summary;
+  std::stringstream ss(key);
+  std::string part;
+  while (std::getline(ss, part, '.')) {
+    if (!j->is_object() || !j->contains(part)) return NAN;
+    j = &(*j)[part];
+  }
+  return j->is_number() ? j->get<double>() : NAN;
+}
+
+struct Agg {
+  double mean = NAN, sd = NAN;
+  int n = 0;
+};
+Agg agg(const std::vector<const Cell*>& cells, const std::string& key) {
+  Agg a;
+  std::vector<double> v;
+  for (const Cell* c : cells)
+    if (std::isfinite(field(*c, key))) v.push_back(field(*c, key));
+  a.n = static_cast<int>(v.size());
+  if (v.empty()) return a;
+  double s = 0;
+  for (double x : v) s += x;
+  a.mean = s / a.n;
+  if (a.n > 1) {
+    double q = 0;
+    for (double x : v) q += (x - a.mean) * (x - a.mean);
+    a.sd = std::sqrt(q / (a.n - 1));
+  }
+  return a;
+}
+
+std::string fmt(double v, int prec = 2) {
+  if (!std::isfinite(v)) return "–";
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*f", prec, v);
+  return b;
+}
+std::string fmt(const Agg& a, int prec = 2) {
+  if (a.n == 0) return "–";
+  if (a.n == 1) return fmt(a.mean, prec);
+  return fmt(a.mean, prec) + " ± " + fmt(a.sd, prec) + " (" + std::to_string(a.n) + ")";
+}
+std::string signed_fmt(double v) {
+  if (!std::isfinite(v)) return "–";
+  char b[64];
+  std::snprintf(b, sizeof b, "%+.2f", v);
+  return b;
+}
+
+std::string command_output(const std::string& cmd) {
+  std::string out;
+  if (FILE* p = popen(cmd.c_str(), "r")) {
+    char buf[256];
+    while (std::fgets(buf, sizeof buf, p)) out += buf;
+    pclose(p);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  return out;
+}
+
+bool run_gnuplot(const std::string& gp) {
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) return false;
+  return std::system(("gnuplot '" + gp + "' 2>/dev/null").c_str()) == 0;
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream f(path + ".tmp");
+  MN_CHECK(f.good(), "sampling_grid: cannot write '", path, "'");
+  f << text;
+  f.close();
+  MN_CHECK(f.good(), "sampling_grid: writing '", path, "' failed (disk full?)");
+  fs::rename(path + ".tmp", path);
+}
+
+// Figure 3: training loss per epoch, one panel per data set, one line per strategy.
+void figure3(const std::string& out, const std::vector<Cell>& cells, const std::vector<int>& ds) {
+  const std::string png = out + "/figure3_training_loss.png", dat = png + ".dat", gp = png + ".gp";
+  std::ofstream d(dat);
+  std::map<std::pair<int, int>, int> block;
+  int b = 0;
+  for (int di : ds)
+    for (int s = 0; s < 7; ++s) {
+      const Cell* c = nullptr;
+      for (const auto& x : cells)
+        if (x.d == di && x.s == s && !x.loss.empty() && (!c || x.seed < c->seed)) c = &x;
+      d << "# " << dataset_names()[di] << " " << strategies()[s].flag << "\n";
+      if (c)
+        for (size_t e = 0; e < c->loss.size(); ++e) d << e + 1 << " " << c->loss[e] << "\n";
+      else
+        d << "1 NaN\n";
+      d << "\n\n";
+      block[{di, s}] = b++;
+    }
+  d.close();
+  std::ostringstream g;
+  g << "set terminal pngcairo size " << 520 * ds.size() + 260 << ",480 noenhanced\nset output '" << png << "'\n"
+    << "set multiplot layout 1," << ds.size() << " title 'Training loss per epoch (seed 1)'\n"
+    << "set xlabel 'epoch'\nset grid\nset logscale y\n";
+  for (size_t k = 0; k < ds.size(); ++k) {
+    g << "set title '" << dataset_names()[ds[k]] << "'\n";
+    g << (k + 1 == ds.size() ? "set key outside right\n" : "unset key\n");
+    g << "plot ";
+    for (int s = 0; s < 7; ++s)
+      g << (s ? ", " : "") << "'" << dat << "' index " << block[{ds[k], s}] << " with linespoints pt " << s + 1
+        << " title '" << strategies()[s].title << "'";
+    g << "\n";
+  }
+  g << "unset multiplot\n";
+  write_text(gp, g.str());
+  if (run_gnuplot(gp)) {
+    fs::remove(dat);
+    fs::remove(gp);
+  }
+}
+
+// Bar chart: value per strategy (rows) and data set (columns).
+void bars(const std::string& png, const std::string& title, const std::string& ylabel, bool logy,
+          const std::vector<int>& ds, const std::vector<std::vector<double>>& v) {
+  const std::string dat = png + ".dat", gp = png + ".gp";
+  {
+    std::ofstream d(dat);
+    d << "strategy";
+    for (int di : ds) d << " " << dataset_names()[di];
+    d << "\n";
+    for (int s = 0; s < 7; ++s) {
+      d << "\"" << strategies()[s].title << "\"";
+      for (size_t k = 0; k < ds.size(); ++k) d << " " << (std::isfinite(v[s][k]) ? fmt(v[s][k], 3) : "NaN");
+      d << "\n";
+    }
+  }
+  std::ostringstream g;
+  g << "set terminal pngcairo size 1000,520 noenhanced\nset output '" << png << "'\nset title '" << title
+    << "'\nset ylabel '" << ylabel << "'\nset style data histogram\nset style histogram cluster gap 1\n"
+    << "set style fill solid 0.8 border -1\nset boxwidth 0.9\nset xtics rotate by -25 scale 0\nset grid ytics\n"
+    << "set key top left\nset bmargin 7\n" << (logy ? "set logscale y\n" : "set yrange [0:*]\n") << "plot ";
+  for (size_t k = 0; k < ds.size(); ++k)
+    g << (k ? ", " : "") << "'" << dat << "' using " << k + 2 << (k ? "" : ":xtic(1)") << " title columnhead";
+  g << "\n";
+  write_text(gp, g.str());
+  if (run_gnuplot(gp)) {
+    fs::remove(dat);
+    fs::remove(gp);
+  }
+}
+
+std::string machine_line() {
+  std::string cpu = command_output("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2");
+  std::string flags = command_output("grep -m1 -o 'avx512f' /proc/cpuinfo");
+  return (cpu.empty() ? std::string("unknown CPU") : cpu.substr(cpu.find_first_not_of(' '))) +
+         (flags.empty() ? "" : " (AVX-512)") + ", " + command_output("nproc") + " cores, " +
+         command_output("awk '/MemTotal/ {printf \"%.0f GiB\", $2/1048576}' /proc/meminfo") + ", " +
+         command_output("uname -sr");
+}
+
+void write_report(const std::string& out, std::vector<Cell>& cells, const std::vector<int>& ds,
+                  const std::string& command) {
+  for (auto& c : cells) {
+    c.summary = read_json(c.dir + "/summary.json");
+    c.loss.clear();
+    c.acc.clear();
+    read_curve(c);
+  }
+  auto group = [&](int d, int s) {
+    std::vector<const Cell*> g;
+    for (const auto& c : cells)
+      if (c.d == d && c.s == s && c.done()) g.push_back(&c);
+    return g;
+  };
+  std::ostringstream r;
+  r << "# Sampling study: our grid beside the paper's Tables 1 and 2\n\n"
+    << "Srivastava & Breuer, \"Impact of Sampling Techniques on Siamese Neural Networks\"; protocol and "
+       "ambiguities: `../shared/docs/study-protocols.md`, section \"Sampling study\". Generated by "
+       "`sampling_grid` from the cells' `summary.json` files.\n\n"
+    << "- command: `" << command << "`\n- machine: " << machine_line() << "\n- cells finished: ";
+  int done = 0;
+  for (const auto& c : cells) done += c.done();
+  r << done << " of " << cells.size() << "\n";
+  for (int d : ds)
+    for (const auto& c : cells)
+      if (c.d == d && c.done() && field(c, "sampling.train_images") > 0) {
+        const std::string note = c.summary["sampling"].value("data_note", "");
+        r << "- " << dataset_names()[d] << ": " << fmt(field(c, "sampling.train_images"), 0)
+          << " training images (class " << fmt(field(c, "sampling.unseen_class"), 0) << " '"
+          << c.summary["sampling"].value("unseen_class_name", "") << "' removed)" << (note.empty() ? "" : "; " + note)
+          << "\n";
+        break;
+      }
+  r << "- protocol (the study's code): Bielski's EmbeddingNet with a 2-d embedding, Adam lr 1e-3 stepped x0.1 at "
+       "the start of epochs 8 and 16 (7/8/5 epochs), 20 epochs, weight decay 1e-4 for the online triplet "
+       "strategies; offline: 128 tuples per batch, one per training image per epoch; online: 9 classes x 25 "
+       "images; mining on squared distances, losses on plain L2, margin 1. Ours are single runs (seed 1) unless a "
+       "cell shows mean ± sd (n seeds).\n\n";
+
+  // ---- Table 1 ----
+  r << "## Table 1: training time, test time and tuples per batch\n\n"
+    << "Training seconds: ours on this machine's CPU (2 threads) vs the study's RTX 2070 Super GPU; ratio = "
+       "ours / study's (≤ 1: the CPU run is no slower than the study's GPU run). Test: one evaluation of the whole "
+       "Test10 set (embedding + the study's metric), ms.\n\n| strategy |";
+  for (int d : ds) r << " " << dataset_names()[d] << " train s (study) | ratio | test ms (study) |";
+  r << " tuples / batch (study) |\n|---|";
+  for (size_t k = 0; k < ds.size(); ++k) r << "---:|---:|---:|";
+  r << "---:|\n";
+  std::vector<std::vector<double>> train_s(7, std::vector<double>(ds.size(), NAN)), tuples = train_s;
+  for (int s = 0; s < 7; ++s) {
+    r << "| " << strategies()[s].title << " |";
+    double tup = NAN;
+    for (size_t k = 0; k < ds.size(); ++k) {
+      auto g = group(ds[k], s);
+      Agg t = agg(g, "train_seconds"), ms = agg(g, "sampling.test_ms"), tp = agg(g, "sampling.tuples_per_batch");
+      train_s[s][k] = t.mean;
+      tuples[s][k] = tp.mean;
+      if (std::isfinite(tp.mean)) tup = tp.mean;
+      r << " " << fmt(t.mean, 0) << " (" << fmt(paper::kTrainSeconds[s][ds[k]], 0) << ") | "
+        << fmt(t.mean / paper::kTrainSeconds[s][ds[k]]) << " | " << fmt(ms.mean, 0) << " ("
+        << fmt(paper::kTestMs[s][ds[k]], 0) << ") |";
+    }
+    r << " " << fmt(tup, 0) << " (" << paper::kTuples[s] << ") |\n";
+  }
+
+  // ---- Table 2 ----
+  static const char* kCols[3] = {"study_acc_test10", "study_acc_test9", "study_acc_train"};
+  static const char* kColNames[3] = {"Test10", "Test9", "Train"};
+  r << "\n## Table 2: the study's accuracy, computed as its code does\n\n"
+    << "Each cell: ours (study's) and the difference ours − study's, in points. Offline pairs: the code's "
+       "negatives-with-d>0 / 64 per batch; offline triplets: d(a,n) > d(a,p) on the fixed test triplets; online: "
+       "the strategy's own miner on balanced test batches (10 x 25 for Test10, 9 x 25 for Test9) and the share of "
+       "its tuples ordered right (index-aligned couples for pairs). Train: the last epoch's mean over training "
+       "batches.\n\n| strategy |";
+  for (int d : ds)
+    for (int c = 0; c < 3; ++c) r << " " << dataset_names()[d] << " " << kColNames[c] << " |";
+  r << "\n|---|";
+  for (size_t k = 0; k < 3 * ds.size(); ++k) r << "---:|";
+  r << "\n";
+  std::vector<std::string> big_diffs;
+  for (int s = 0; s < 7; ++s) {
+    r << "| " << strategies()[s].title << " |";
+    for (int d : ds)
+      for (int c = 0; c < 3; ++c) {
+        Agg a = agg(group(d, s), std::string("sampling.") + kCols[c]);
+        const double p = paper::kAccuracy[s][d][c], diff = a.mean - p;
+        r << " " << fmt(a) << " (" << fmt(p) << ") " << signed_fmt(diff) << " |";
+        if (std::isfinite(diff) && std::fabs(diff) > 3)
+          big_diffs.push_back(std::string(strategies()[s].title) + " on " + dataset_names()[d] + ", " + kColNames[c] +
+                              ": " + fmt(a.mean) + " vs " + fmt(p) + " (" + signed_fmt(diff) + ", " +
+                              std::to_string(a.n) + " seed" + (a.n == 1 ? "" : "s") + ")");
+      }
+    r << "\n";
+  }
+
+  // ---- meaningful metrics ----
+  r << "\n## The metrics a user needs\n\n"
+    << "Matched-couple accuracy: fixed test triplets (one per test image, positive ≠ anchor), share with "
+       "d(a,n) > d(a,p): what the study's Eq. 4 intends. k-NN: Test9 images classified by their k nearest "
+       "training images (the gallery; majority of 5, ties to the nearer). Recall@1: the nearest other Test10 "
+       "image has the same class. Unseen AUROC: the unseen class's test images against the seen ones, scored by "
+       "the distance to the nearest seen-class centroid of the training embeddings (0.5 = no separation).\n\n";
+  static const char* kMean[6] = {"couple_acc_test10", "couple_acc_test9", "knn1_acc_test9", "knn5_acc_test9",
+                                 "recall1_test10", "unseen_auroc"};
+  static const char* kMeanNames[6] = {"couple Test10", "couple Test9", "1-NN Test9", "5-NN Test9", "R@1 Test10",
+                                      "unseen AUROC"};
+  for (int d : ds) {
+    r << "### " << dataset_names()[d] << "\n\n| strategy |";
+    for (auto* n : kMeanNames) r << " " << n << " |";
+    r << "\n|---|---:|---:|---:|---:|---:|---:|\n";
+    for (int s = 0; s < 7; ++s) {
+      r << "| " << strategies()[s].title << " |";
+      for (int m = 0; m < 6; ++m) r << " " << fmt(agg(group(d, s), std::string("sampling.") + kMean[m]), m == 5 ? 3 : 2) << " |";
+      r << "\n";
+    }
+    r << "\n";
+  }
+
+  // ---- the offline-pair artefact ----
+  r << "## The offline-pair accuracy does not depend on the model\n\n"
+    << "The study's Random Offline Pair numbers follow from the test-set size alone (the protocol document derives "
+       "98.89 / 99.25 (MNIST Test9) / 99.03 (KMNIST Test9)). The same metric on the untrained net of each run:\n\n"
+    << "| data set | untrained Test10 | trained Test10 | untrained Test9 | trained Test9 | trained couple Test10 |\n"
+    << "|---|---:|---:|---:|---:|---:|\n";
+  for (int d : ds) {
+    auto g = group(d, 0);
+    r << "| " << dataset_names()[d] << " | " << fmt(agg(g, "sampling.untrained.study_acc_test10")) << " | "
+      << fmt(agg(g, "sampling.study_acc_test10")) << " | " << fmt(agg(g, "sampling.untrained.study_acc_test9")) << " | "
+      << fmt(agg(g, "sampling.study_acc_test9")) << " | " << fmt(agg(g, "sampling.couple_acc_test10")) << " |\n";
+  }
+
+  // ---- claims ----
+  r << "\n## The study's claims against our runs\n\n";
+  int t9_more = 0, t9_total = 0, c9_more = 0;
+  std::string t9_exceptions;
+  for (int d : ds)
+    for (int s = 0; s < 7; ++s) {
+      auto g = group(d, s);
+      Agg a10 = agg(g, "sampling.study_acc_test10"), a9 = agg(g, "sampling.study_acc_test9");
+      Agg c10 = agg(g, "sampling.couple_acc_test10"), c9 = agg(g, "sampling.couple_acc_test9");
+      if (a10.n == 0) continue;
+      ++t9_total;
+      if (a9.mean > a10.mean) ++t9_more;
+      else t9_exceptions += std::string(t9_exceptions.empty() ? "" : "; ") + strategies()[s].title + " on " +
+                            dataset_names()[d];
+      if (c9.mean > c10.mean) ++c9_more;
+    }
+  r << "- **Test9 > Test10 for every model**: by the study's metric in " << t9_more << " of " << t9_total
+    << " cells" << (t9_exceptions.empty() ? "" : " (not: " + t9_exceptions + ")") << "; by matched-couple accuracy in "
+    << c9_more << " of " << t9_total << ".\n";
+  r << "- **Models that did not train properly** (the study: KMNIST Hard Negative Online Pair and Random Negative "
+       "Online Triplet; Fashion-MNIST Random Negative and Semi-hard Negative Online Triplet). Ours, judged by 1-NN "
+       "accuracy on Test9 (below 90 % = did not train properly):\n\n"
+    << "| data set | strategy | study says failed | our 1-NN Test9 | ours failed |\n|---|---|:-:|---:|:-:|\n";
+  for (int d : ds)
+    for (int s = 0; s < 7; ++s) {
+      Agg k = agg(group(d, s), "sampling.knn1_acc_test9");
+      if (k.n == 0) continue;
+      r << "| " << dataset_names()[d] << " | " << strategies()[s].title << " | " << (paper::kFailed[s][d] ? "yes" : "")
+        << " | " << fmt(k) << " | " << (k.mean < 90 ? "yes" : "") << " |\n";
+    }
+  r << "\n## Cells more than 3 points from the study's Table 2\n\n";
+  if (big_diffs.empty()) r << "None.\n";
+  for (const auto& b : big_diffs) r << "- " << b << "\n";
+  std::ifstream notes(out + "/notes.md");
+  if (notes) r << "\n" << std::string(std::istreambuf_iterator<char>(notes), {}) << "\n";
+
+  // ---- figures ----
+  figure3(out, cells, ds);
+  bars(out + "/training_seconds.png", "Training time (20 epochs), ours on the CPU", "seconds", true, ds, train_s);
+  bars(out + "/tuples_per_batch.png", "Tuples per training batch", "tuples", true, ds, tuples);
+  r << "\n## Figures\n\n- Figure 3, training loss per epoch: `figure3_training_loss.png`\n"
+    << "- training time and tuples per batch (the appendix's bar charts): `training_seconds.png`, "
+       "`tuples_per_batch.png`\n- Figures 4-5, the test embeddings before and after training, unseen class in red: "
+       "`<dataset>/<strategy>/seed<N>/embedding_before.png` and `embedding_after.png` for every cell\n";
+  write_text(out + "/results.md", r.str());
+
+  Json all = Json::array();
+  for (const auto& c : cells) {
+    if (!c.done()) continue;
+    Json j;
+    j["dataset"] = dataset_names()[c.d];
+    j["strategy"] = strategies()[c.s].flag;
+    j["seed"] = c.seed;
+    j["train_seconds"] = c.summary.value("train_seconds", Json());
+    j["sampling"] = c.summary["sampling"];
+    j["train_loss_per_epoch"] = c.loss;
+    j["paper"] = {{"train_seconds", paper::kTrainSeconds[c.s][c.d]},
+                  {"test_ms", paper::kTestMs[c.s][c.d]},
+                  {"study_acc_test10", paper::kAccuracy[c.s][c.d][0]},
+                  {"study_acc_test9", paper::kAccuracy[c.s][c.d][1]},
+                  {"study_acc_train", paper::kAccuracy[c.s][c.d][2]}};
+    all.push_back(j);
+  }
+  write_text(out + "/results.json", all.dump(1) + "\n");
+}
+
+}  // namespace
+
+int run_grid(int argc, char** argv) {
+  try {
+    Flags f("sampling_grid", "The sampling study's 21-cell grid (3 data sets x 7 strategies) and its results.md.");
+    f.add_string("out-dir", "runs/sampling_grid", "the grid's folder: one subfolder per cell, results.md at the top");
+    f.add_string("datasets", "kmnist,mnist,fashion-mnist", "comma-separated data sets, run in this order");
+    std::string all;
+    for (const auto& s : strategies()) all += std::string(all.empty() ? "" : ",") + s.flag;
+    f.add_string("strategies", all, "comma-separated strategies");
+    f.add_string("seeds", "1", "comma-separated seeds (several: mean ± sd in results.md)");
+    f.add_string("data-dir", "", "passed to every cell (see sampling --help)");
+    f.add_string("device", "auto", "passed to every cell: auto, cpu, cuda or cuda:N");
+    f.add_int("epochs", 0, "epochs per cell (0: the study's 20)", 0, 1000000);
+    f.add_int("max-train", 0, "passed to every cell: only the first N training images (0: all; quick runs)", 0,
+              100000000);
+    f.add_int("per-class", 0, "passed to the online cells: images K per class of a balanced batch (0: the study's "
+              "25; small data sets)", 0, 100000);
+    f.add_double("time-limit", 0, "stop resumably before this many seconds (0: none); exit status 3, the same "
+                 "command goes on", 0, 1e9);
+    f.add_bool("report-only", false, "only (re)write results.md and the figures from the finished cells");
+    try {
+      if (!f.parse(argc, argv)) return kExitOk;
+      f.validate_ranges();
+    } catch (const Error& e) {
+      std::fprintf(stderr, "sampling_grid: %s\n", user_message(e).c_str());
+      return kExitUsage;
+    }
+    std::vector<int> ds;
+    std::vector<int> ss;
+    std::vector<int64_t> seeds;
+    try {
+      for (const auto& d : split_list(f.str("datasets"))) {
+        int k = -1;
+        for (size_t i = 0; i < dataset_names().size(); ++i)
+          if (dataset_names()[i] == d) k = static_cast<int>(i);
+        MN_CHECK(k >= 0, "--datasets: unknown data set '", d, "'; valid: mnist, kmnist, fashion-mnist");
+        ds.push_back(k);
+      }
+      for (const auto& s : split_list(f.str("strategies")))
+        ss.push_back(static_cast<int>(strategy_by_flag(s).id));
+      for (const auto& s : split_list(f.str("seeds"))) {
+        char* end = nullptr;
+        const long long v = std::strtoll(s.c_str(), &end, 10);
+        MN_CHECK(*end == '\0' && v >= 0, "--seeds: '", s, "' is not a seed (an integer >= 0)");
+        seeds.push_back(v);
+      }
+      MN_CHECK(!ds.empty() && !ss.empty() && !seeds.empty(), "--datasets, --strategies and --seeds must each name at "
+               "least one value");
+      if (!f.flag("report-only"))
+        for (int d : ds) dataset_dir(dataset_names()[d], f.str("data-dir"));  // every data set found before any run
+      make_dirs(f.str("out-dir"), "--out-dir");
+    } catch (const Error& e) {
+      std::fprintf(stderr, "sampling_grid: %s\n", user_message(e).c_str());
+      return kExitUsage;
+    }
+    const std::string out = f.str("out-dir");
+    std::vector<Cell> cells;
+    for (int d : ds)
+      for (int s : ss)
+        for (int64_t seed : seeds) {
+          Cell c;
+          c.d = d;
+          c.s = s;
+          c.seed = seed;
+          c.dir = out + "/" + dataset_names()[d] + "/" + strategies()[s].flag + "/seed" + std::to_string(seed);
+          cells.push_back(c);
+        }
+    std::string command = "sampling_grid";
+    for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
+    const auto start = std::chrono::steady_clock::now();
+    if (!f.flag("report-only")) {
+      size_t k = 0;
+      for (auto& c : cells) {
+        ++k;
+        if (fs::exists(c.dir + "/summary.json")) {
+          std::printf("[grid %zu/%zu] %s: done, skipped\n", k, cells.size(), c.dir.c_str());
+          continue;
+        }
+        std::vector<std::string> args{"sampling", "--dataset", dataset_names()[c.d], "--strategy",
+                                      strategies()[c.s].flag, "--seed", std::to_string(c.seed), "--out-dir", c.dir,
+                                      "--device", f.str("device")};
+        if (!f.str("data-dir").empty()) args.insert(args.end(), {"--data-dir", f.str("data-dir")});
+        if (f.i64("epochs") > 0) args.insert(args.end(), {"--epochs", std::to_string(f.i64("epochs"))});
+        if (f.i64("per-class") > 0 && strategies()[c.s].online)
+          args.insert(args.end(), {"--per-class", std::to_string(f.i64("per-class"))});
+        if (f.i64("max-train") > 0) args.insert(args.end(), {"--max-train", std::to_string(f.i64("max-train"))});
+        if (f.f64("time-limit") > 0) {
+          const double left =
+              f.f64("time-limit") - std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          if (left < 30) {
+            std::printf("[grid] --time-limit reached before %s; run the same command again to go on\n", c.dir.c_str());
+            write_report(out, cells, ds, command);
+            return kExitResumable;
+          }
+          args.insert(args.end(), {"--time-limit", exact_text(left)});
+        }
+        const bool resume = fs::exists(c.dir + "/last.safetensors");
+        if (resume) args.push_back("--resume");
+        std::printf("[grid %zu/%zu] %s %s\n", k, cells.size(), resume ? "resuming" : "running", c.dir.c_str());
+        std::fflush(stdout);
+        std::vector<char*> av;
+        for (auto& a : args) av.push_back(a.data());
+        const int rc = run_study(make_sampling_study(), static_cast<int>(av.size()), av.data());
+        if (rc == kExitResumable) {
+          std::printf("[grid] stopped in %s; run the same command again to go on\n", c.dir.c_str());
+          write_report(out, cells, ds, command);
+          return kExitResumable;
+        }
+        if (rc != kExitOk) {
+          std::fprintf(stderr, "sampling_grid: the cell %s failed (exit status %d; its error is above); fix it and "
+                       "run the same command again (finished cells are kept)\n", c.dir.c_str(), rc);
+          return rc;
+        }
+      }
+    }
+    write_report(out, cells, ds, command);
+    std::printf("[grid] wrote %s/results.md\n", out.c_str());
+    return kExitOk;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sampling_grid: error: %s\n", user_message(e).c_str());
+    return kExitFailed;
+  }
+}
+
+}  // namespace mn::exp::sampling
