@@ -63,10 +63,14 @@ void Flags::add_bool(const std::string& key, bool def, const std::string& help) 
 }
 
 void Flags::set(const std::string& key, const std::string& value, Origin origin, const std::string& where) {
+  set_exact(key, trim(value), origin, where);
+}
+
+void Flags::set_exact(const std::string& key, const std::string& value, Origin origin, const std::string& where) {
   auto it = entries_.find(key);
   if (it == entries_.end()) MN_THROW(where, ": unknown option '", key, "' (see --help)");
   Entry& e = it->second;
-  std::string v = trim(value);
+  const std::string& v = value;
   switch (e.kind) {
     case Kind::Int: {
       char* end = nullptr;
@@ -110,20 +114,49 @@ void Flags::load_config(const std::string& path) {
                                      "`key = value` lines");
   std::ifstream in(path);
   if (!in) MN_THROW("--config: cannot open '", path, "'");
-  std::string line;
+  std::stringstream text;
+  text << in.rdbuf();
+  load_config_text(text.str(), path);
+}
+
+void Flags::load_config_text(const std::string& text, const std::string& path) {
+  std::istringstream in(text);
+  std::string raw;
   int n = 0;
-  while (std::getline(in, line)) {
+  while (std::getline(in, raw)) {
     ++n;
-    size_t hash = line.find('#');
-    if (hash != std::string::npos) line = line.substr(0, hash);
-    line = trim(line);
-    if (line.empty()) continue;
-    size_t sep = line.find_first_of("=:");  // `key: value` too (YAML-like files)
-    if (sep == std::string::npos) MN_THROW(path, ":", n, ": expected 'key = value', got '", line, "'");
+    const std::string where = path + ":" + std::to_string(n);
+    std::string line = trim(raw);
+    if (line.empty() || line[0] == '#') continue;
+    const size_t sep = line.find_first_of("=:");  // `key: value` too (YAML-like files)
+    const size_t hash = line.find('#');
+    if (sep == std::string::npos || (hash != std::string::npos && hash < sep))
+      MN_THROW(where, ": expected 'key = value', got '", trim(line.substr(0, std::min(hash, line.size()))), "'");
     std::string key = trim(line.substr(0, sep));
     if (key.rfind("--", 0) == 0) key = key.substr(2);
-    if (key == "config") MN_THROW(path, ":", n, ": a config file cannot include another");
-    set(key, line.substr(sep + 1), Origin::Config, path + ":" + std::to_string(n));
+    if (key == "config") MN_THROW(where, ": a config file cannot include another");
+    std::string value = trim(line.substr(sep + 1));
+    if (!value.empty() && value[0] == '"') {
+      // "quoted": '#' and spaces kept, \" \\ \n escapes (to_config writes this form when needed).
+      std::string v;
+      size_t i = 1;
+      for (; i < value.size() && value[i] != '"'; ++i) {
+        if (value[i] == '\\' && i + 1 < value.size()) {
+          const char c = value[++i];
+          v += c == 'n' ? '\n' : c;
+        } else {
+          v += value[i];
+        }
+      }
+      if (i >= value.size()) MN_THROW(where, ": --", key, ": the quoted value has no closing '\"'");
+      const std::string after = trim(value.substr(i + 1));
+      if (!after.empty() && after[0] != '#')
+        MN_THROW(where, ": --", key, ": unexpected '", after, "' after the quoted value");
+      set_exact(key, v, Origin::Config, where);
+    } else {
+      const size_t h = value.find('#');
+      set(key, h == std::string::npos ? value : value.substr(0, h), Origin::Config, where);
+    }
   }
 }
 
@@ -258,7 +291,21 @@ std::string Flags::to_json() const {
 
 std::string Flags::to_config() const {
   std::ostringstream os;
-  for (auto& [k, e] : entries_) os << k << " = " << e.value << "\n";
+  for (auto& [k, e] : entries_) {
+    const std::string& v = e.value;
+    const bool quote = !v.empty() && (v.find_first_of("#\"\\\n\r") != std::string::npos || trim(v) != v);
+    if (!quote) {
+      os << k << " = " << v << "\n";
+      continue;
+    }
+    os << k << " = \"";
+    for (char c : v) {
+      if (c == '"' || c == '\\') os << '\\' << c;
+      else if (c == '\n') os << "\\n";
+      else os << c;
+    }
+    os << "\"\n";
+  }
   return os.str();
 }
 

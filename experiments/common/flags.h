@@ -50,9 +50,13 @@ class Flags {
   bool parse(int argc, char** argv);
   // Applies a config file (also used by --config).
   void load_config(const std::string& path);
+  // The same from the file's text; `path` names it in error messages.
+  void load_config_text(const std::string& text, const std::string& path);
   // Sets a value (converted and checked as from the command line); `where`
   // names the source in error messages ("command line", "study.cfg:3").
   void set(const std::string& key, const std::string& value, Origin origin, const std::string& where);
+  // The same without trimming the value (a quoted config value keeps its spaces).
+  void set_exact(const std::string& key, const std::string& value, Origin origin, const std::string& where);
 
   std::string str(const std::string& key) const;
   int64_t i64(const std::string& key) const;
@@ -71,7 +75,8 @@ class Flags {
   std::string help() const;
   // All values as a JSON object (numbers and booleans typed), in key order.
   std::string to_json() const;
-  // `key = value` lines that load_config reads back.
+  // `key = value` lines that load_config reads back (values with '#', quotes,
+  // backslashes, newlines or outer spaces are written "quoted", with \" \\ \n escapes).
   std::string to_config() const;
 
  private:

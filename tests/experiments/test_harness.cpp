@@ -253,3 +253,33 @@ TEST(StudyHarness, ConfigFileRoundTripAndFinalOutputs) {
 }
 
 }  // namespace
+
+// config.txt must read back as written, also for free-text values with '#',
+// quotes, backslashes, newlines or outer spaces (written "quoted"); comments
+// and the `key: value` form still work.
+TEST(StudyHarness, ConfigTextQuotesWhatWouldNotReadBack) {
+  auto make = [] {
+    mn::exp::Flags f("t", "t");
+    f.add_string("out-dir", "runs/x", "free text");
+    f.add_int("epochs", 3, "n", 1, 100);
+    f.add_bool("resume", false, "b");
+    return f;
+  };
+  for (const std::string v : {"runs/#1", " lead and trail ", "a\"b\\c", "two\nlines", "plain"}) {
+    mn::exp::Flags f = make();
+    f.set_exact("out-dir", v, mn::exp::Flags::Origin::CommandLine, "test");
+    const std::string text = f.to_config();
+    mn::exp::Flags g = make();
+    g.load_config_text(text, "config.txt");
+    EXPECT_EQ(g.str("out-dir"), v) << text;
+    EXPECT_EQ(g.to_json(), f.to_json());
+  }
+  mn::exp::Flags h = make();
+  h.load_config_text("# comment\nepochs: 7   # trailing comment\n--resume = true\nout-dir = \"q#r\"  # c\n", "c.cfg");
+  EXPECT_EQ(h.i64("epochs"), 7);
+  EXPECT_TRUE(h.flag("resume"));
+  EXPECT_EQ(h.str("out-dir"), "q#r");
+  EXPECT_THROW(h.load_config_text("out-dir = \"open\n", "c.cfg"), mn::Error);
+  EXPECT_THROW(h.load_config_text("out-dir = \"a\" b\n", "c.cfg"), mn::Error);
+  EXPECT_THROW(h.load_config_text("epochs # = 3\n", "c.cfg"), mn::Error);
+}
