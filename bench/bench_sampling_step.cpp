@@ -11,7 +11,8 @@
 //                       on squared distances, the same contrastive loss
 //   BM_SamplingStep/2   All Positive Online Triplet: 225 images, all 540,000
 //                       triplets (unordered anchor-positive pairs x negatives),
-//                       max(0, d_ap - d_an + 1) on plain L2, weight decay 1e-4
+//                       max(0, d_ap - d_an + 1) on plain L2 by the fused batch-all
+//                       loss (kernels/batch_all.h), weight decay 1e-4
 // MN_NUM_THREADS threads (2 on the shared machine), steady-clock manual time;
 // images_per_s from the mean, best_images_per_s from the fastest iteration.
 // Reference: bench/references/sampling_train_torch.py (the same steps in PyTorch),
@@ -23,6 +24,7 @@
 #include <memory>
 
 #include "kernels/miners.h"
+#include "nn/losses/loss.h"
 #include "nn/losses/losses.h"
 #include "nn/models/embedding_net.h"
 #include "nn/optim/optimizer.h"
@@ -39,6 +41,7 @@ struct SamplingStep {
   std::unique_ptr<nn::Adam> opt;
   Tensor x, labels, pairs, same;
   Generator mine_gen{5};
+  std::shared_ptr<nn::Loss> batch_all;
 
   explicit SamplingStep(int k) : kind(k) {
     Generator g(1);
@@ -57,6 +60,10 @@ struct SamplingStep {
     }
     pairs = Tensor::from_vector(pr, {128, 2});
     same = Tensor::from_vector(sm, {128});
+    nn::LossConfig lc;
+    lc.margin = 1.0;
+    lc.unordered_positives = true;
+    batch_all = nn::make_loss("batch-all", lc);
   }
   double step() {
     ag::Variable e = net->forward(ag::Variable(x));
@@ -73,15 +80,8 @@ struct SamplingStep {
         co.form = nn::ContrastiveForm::Sampling;
         out = nn::contrastive_loss(e, m.pairs, m.is_pos, co);
       } else {
-        kernels::MinerParams mp;
-        mp.kind = kernels::MinerKind::AllTriplets;
-        mp.margin = 1.0;
-        mp.unordered_positives = true;
-        kernels::MinedTriplets m = kernels::mine_triplets(dist, labels, mp, &mine_gen);
-        nn::TripletLossOptions to;
-        to.kind = nn::TripletKind::MarginL2;
-        to.margin = 1.0;
-        out = nn::triplet_loss(e, m.triplets, to);
+        // As the study: the fused batch-all loss on the distance matrix (no triplet list).
+        out = batch_all->compute(e, labels, nn::Mined{});
       }
     }
     out.loss.backward();

@@ -7,6 +7,7 @@
 
 #include "autograd/ops.h"
 #include "kernels/distance.h"
+#include "nn/losses/loss.h"
 #include "nn/losses/losses.h"
 
 namespace mn::exp::sampling {
@@ -227,6 +228,32 @@ Stats SamplingStudy::train_step() {
       std::vector<double> dp, dn;
       for (int64_t k = 0; k < tuples; ++k) (k < m.num_pos ? dp : dn).push_back(he.dist(pr[2 * k], pr[2 * k + 1]));
       acc = couple_accuracy(dp, dn);
+    } else if (st_.id == Strategy::AllPositiveOnlineTriplet) {
+      // Every triplet (540,000 in a 9 x 25 batch): the fused batch-all loss on
+      // the distance matrix, no triplet list (nn "batch-all", kernels/batch_all.h).
+      if (!batch_all_) {
+        nn::LossConfig lc;
+        lc.margin = margin;
+        lc.unordered_positives = true;
+        batch_all_ = nn::make_loss("batch-all", lc);
+      }
+      nn::LossOutput out = batch_all_->compute(e, labels, nn::Mined{});
+      out.loss.backward();
+      loss = out.host_stats().loss;
+      // Tuples and the study's accuracy (d(a,n) > d(a,p)) over the same triplets, on the host.
+      const auto y = host_i64(labels);
+      int64_t ok = 0;
+      for (int64_t a = 0; a < B; ++a)
+        for (int64_t p = a + 1; p < B; ++p) {
+          if (y[p] != y[a]) continue;
+          const double dap = he.dist(a, p);
+          for (int64_t n = 0; n < B; ++n)
+            if (y[n] != y[a]) {
+              ++tuples;
+              ok += he.dist(a, n) > dap;
+            }
+        }
+      acc = tuples ? static_cast<double>(ok) / static_cast<double>(tuples) : 0.0;
     } else {
       kernels::MinedTriplets m = kernels::mine_triplets(dist, labels, miner_params(), &mine_gen);
       Tensor trip = m.triplets;

@@ -14,6 +14,7 @@
 #include "experiments/sampling/data.h"
 #include "experiments/sampling/eval.h"
 #include "kernels/miners.h"
+#include "nn/losses/loss.h"
 #include "nn/models/embedding_net.h"
 #include "nn/optim/optimizer.h"
 #include "nn/optim/schedule.h"
@@ -95,6 +96,7 @@ class SamplingStudy : public Study {
   std::unique_ptr<nn::EmbeddingNet> net_;
   std::unique_ptr<nn::Optimizer> opt_;
   std::unique_ptr<nn::StepDecay> sched_;
+  std::shared_ptr<nn::Loss> batch_all_;  // All Positive Online Triplet
   Generator init_gen_;
   // The current epoch's plan and position (a pure function of seed and epoch).
   int64_t epoch_ = 0, cursor_ = 0, resume_epoch_ = -1, resume_iter_ = 0;

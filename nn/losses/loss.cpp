@@ -8,6 +8,7 @@
 #include "autograd/ops.h"
 #include "autograd/ops_matmul.h"
 #include "kernels/elementwise.h"
+#include "kernels/batch_all.h"
 #include "kernels/multi_similarity.h"
 
 namespace mn::nn {
@@ -159,6 +160,40 @@ class MultiSimilarityLoss : public Loss {
   Reduction red_;
 };
 
+// Every triplet of the batch, no miner and no triplet list (kernels/batch_all.h):
+// pytorch-metric-learning's TripletMarginLoss over all triplets, and the
+// sampling study's All Positive Online Triplet (unordered_positives). Plain L2
+// (squared = 1: squared L2); margin 0.2 unless configured; reduction Mean over
+// all triplets, MeanNonZero for pml's AvgNonZeroReducer.
+class BatchAllLoss : public Loss {
+ public:
+  explicit BatchAllLoss(const LossConfig& c) : squared_(c.squared == 1) {
+    p_.margin = std::isnan(c.margin) ? 0.2 : c.margin;
+    p_.reduction = c.reduction;
+    p_.unordered_positives = c.unordered_positives;
+  }
+  TupleKind tuples() const override { return TupleKind::None; }
+  kernels::Pairwise distance() const override {
+    return squared_ ? kernels::Pairwise::SqEuclidean : kernels::Pairwise::Euclidean;
+  }
+  LossOutput compute(const ag::Variable& emb, const Tensor& labels, const Mined& m) override {
+    check_mined(*this, m);
+    ag::Variable D = ag::pairwise_distance(emb, emb, distance());
+    kernels::BatchAllResult r = kernels::batch_all_terms(p_, D.data(), labels);
+    LossOutput out;
+    out.stats = r.stats;
+    r.rows = Tensor();  // the backward needs grad and stats only
+    out.loss = ag::make_variable(
+        r.stats.narrow(0, 0, 1).reshape(Shape{}).clone(), {D},
+        [r](const Tensor& g) { return std::vector<Tensor>{kernels::batch_all_grad(r, g)}; }, "batch_all_triplet_loss");
+    return out;
+  }
+
+ private:
+  kernels::BatchAllParams p_;
+  bool squared_;
+};
+
 template <typename L>
 LossFactory with_config() {
   return [](const LossConfig& c) { return std::make_shared<L>(c); };
@@ -181,6 +216,8 @@ void register_builtin_losses(Registry<LossFactory>& r) {
   r.add("lmnn", "LMNN pull + c * push over k-miner tuples (needs lmnn_metric)", with_config<LmnnMetricLoss>());
   r.add("multi-similarity", "Multi-Similarity loss + miner on cosine similarity (alpha 2, beta 50, base 0.5, eps 0.1)",
         with_config<MultiSimilarityLoss>());
+  r.add("batch-all", "every triplet of the batch, no miner: max(0, d(a,p) + margin - d(a,n)), plain L2 "
+        "(pml's TripletMarginLoss over all triplets; O(B^2 log B), no triplet list)", with_config<BatchAllLoss>());
 }
 
 }  // namespace

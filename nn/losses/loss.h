@@ -38,6 +38,8 @@ struct LossConfig {
   // lmnn: the linear metric L (Din, K) and the push weight c
   ag::Variable lmnn_metric;
   double lmnn_c = 1.0;
+  // batch-all: only the (a, p) pairs with a < p (the sampling study's all-triplet selector)
+  bool unordered_positives = false;
 };
 
 class Loss {
