@@ -1,8 +1,12 @@
 // CPU PReLU (see kernels/prelu.h): the forward and the input gradient are
 // elementwise and parallel over (n, c) planes; the slope gradient is summed per
-// channel by one task in n, s order, so it does not depend on the thread count.
+// channel by one task in a fixed order (eight interleaved partial sums), so it
+// does not depend on the thread count. All three loops are branch-free (the
+// sign of x is data-dependent): the branchy version took 21 % of the sampling
+// study's training step (perf, 2026-11-26).
 #include "kernels/prelu.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "runtime/dispatch.h"
@@ -15,9 +19,11 @@ void prelu_forward_cpu(int64_t N, int64_t C, int64_t S, const T* x, const T* a, 
   parallel_for(0, N * C, std::max<int64_t>(1, 32768 / std::max<int64_t>(S, 1)), [&](int64_t b, int64_t e) {
     for (int64_t p = b; p < e; ++p) {
       const T slope = a[na == 1 ? 0 : p % C];
-      const T* xp = x + p * S;
-      T* yp = y + p * S;
-      for (int64_t s = 0; s < S; ++s) yp[s] = xp[s] > T(0) ? xp[s] : slope * xp[s];
+      const T* __restrict xp = x + p * S;
+      T* __restrict yp = y + p * S;
+      // Branch-free (the sign of x is unpredictable), so it vectorises: for
+      // x > 0, x + slope * 0 = x; otherwise 0 + slope * x.
+      for (int64_t s = 0; s < S; ++s) yp[s] = std::max(xp[s], T(0)) + slope * std::min(xp[s], T(0));
     }
   });
 }
@@ -28,23 +34,30 @@ void prelu_backward_cpu(int64_t N, int64_t C, int64_t S, const T* x, const T* a,
   parallel_for(0, N * C, std::max<int64_t>(1, 32768 / std::max<int64_t>(S, 1)), [&](int64_t b, int64_t e) {
     for (int64_t p = b; p < e; ++p) {
       const T slope = a[na == 1 ? 0 : p % C];
-      const T* xp = x + p * S;
-      const T* gp = gy + p * S;
-      T* op = gx + p * S;
-      for (int64_t s = 0; s < S; ++s) op[s] = xp[s] > T(0) ? gp[s] : slope * gp[s];
+      const T* __restrict xp = x + p * S;
+      const T* __restrict gp = gy + p * S;
+      T* __restrict op = gx + p * S;
+      for (int64_t s = 0; s < S; ++s) op[s] = gp[s] * (xp[s] > T(0) ? T(1) : slope);
     }
   });
   std::vector<T> per_channel(static_cast<size_t>(C));
   parallel_for(0, C, 1, [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
-      T acc = T(0);
+      // Eight interleaved partial sums (a fixed order, so still independent of
+      // the thread count), branch-free: g * min(x, 0) is 0 where x > 0.
+      constexpr int kLanes = 8;
+      T acc[kLanes] = {};
       for (int64_t n = 0; n < N; ++n) {
-        const T* xp = x + (n * C + c) * S;
-        const T* gp = gy + (n * C + c) * S;
-        for (int64_t s = 0; s < S; ++s)
-          if (!(xp[s] > T(0))) acc += gp[s] * xp[s];
+        const T* __restrict xp = x + (n * C + c) * S;
+        const T* __restrict gp = gy + (n * C + c) * S;
+        int64_t s = 0;
+        for (; s + kLanes <= S; s += kLanes)
+          for (int l = 0; l < kLanes; ++l) acc[l] += gp[s + l] * std::min(xp[s + l], T(0));
+        for (; s < S; ++s) acc[0] += gp[s] * std::min(xp[s], T(0));
       }
-      per_channel[static_cast<size_t>(c)] = acc;
+      T total = T(0);
+      for (int l = 0; l < kLanes; ++l) total += acc[l];
+      per_channel[static_cast<size_t>(c)] = total;
     }
   });
   if (na == 1) {
