@@ -62,6 +62,30 @@ void Flags::add_bool(const std::string& key, bool def, const std::string& help) 
   entries_[key] = e;
 }
 
+namespace {
+// True when `s` is well-formed UTF-8 (no overlong forms, surrogates or code
+// points above U+10FFFF), as nlohmann::json requires when it writes a string.
+bool valid_utf8(const std::string& s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const size_t n = s.size();
+  for (size_t i = 0; i < n;) {
+    const unsigned c = p[i];
+    int len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (len == 0 || i + len > n) return false;
+    unsigned cp = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
+    for (int k = 1; k < len; ++k) {
+      if ((p[i + k] & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (p[i + k] & 0x3F);
+    }
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10FFFF ||
+        (cp >= 0xD800 && cp <= 0xDFFF))
+      return false;
+    i += static_cast<size_t>(len);
+  }
+  return true;
+}
+}  // namespace
+
 void Flags::set(const std::string& key, const std::string& value, Origin origin, const std::string& where) {
   set_exact(key, trim(value), origin, where);
 }
@@ -96,6 +120,10 @@ void Flags::set_exact(const std::string& key, const std::string& value, Origin o
       break;
     }
     case Kind::String:
+      // Values end up in JSON (checkpoints, summary.json), which must be UTF-8.
+      if (!valid_utf8(v))
+        MN_THROW(where, ": --", key, " is not valid UTF-8 text (a file name in another encoding?); "
+                 "rename it or give a UTF-8 path");
       if (!e.choices.empty() && std::find(e.choices.begin(), e.choices.end(), v) == e.choices.end()) {
         std::string all;
         for (auto& c : e.choices) all += (all.empty() ? "" : "|") + c;

@@ -283,3 +283,21 @@ TEST(StudyHarness, ConfigTextQuotesWhatWouldNotReadBack) {
   EXPECT_THROW(h.load_config_text("out-dir = \"a\" b\n", "c.cfg"), mn::Error);
   EXPECT_THROW(h.load_config_text("epochs # = 3\n", "c.cfg"), mn::Error);
 }
+
+// Flag values go into JSON (checkpoints, summary.json): text that is not UTF-8
+// is refused naming the flag (found by fuzz_config: it escaped as a JSON
+// type_error before).
+TEST(StudyHarness, NonUtf8FlagValuesAreRefusedNamingTheFlag) {
+  mn::exp::Flags f("t", "t");
+  f.add_string("out-dir", "runs/x", "free text");
+  try {
+    f.set("out-dir", std::string("runs/\xff\xfe"), mn::exp::Flags::Origin::CommandLine, "command line");
+    FAIL() << "no throw";
+  } catch (const mn::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--out-dir"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("UTF-8"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(f.load_config_text("out-dir = a\xc0\xafz\n", "c.cfg"), mn::Error);  // overlong '/'
+  f.set("out-dir", "runs/caf\xc3\xa9/\xe2\x82\xac", mn::exp::Flags::Origin::CommandLine, "command line");
+  EXPECT_NE(f.to_json().find("caf"), std::string::npos);
+}
