@@ -85,6 +85,21 @@ std::string json_field(const std::string& line, const std::string& key, const st
   MN_CHECK(e != std::string::npos, "pair_selection: --summarise", path, ": malformed \"", key, "\"");
   return line.substr(b, e - b);
 }
+// A number of one of those lines; throws naming the file and the key when it is not one.
+double json_number(const std::string& line, const std::string& key, const std::string& path) {
+  const std::string v = json_field(line, key, path);
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  MN_CHECK(!v.empty() && *end == '\0' && std::isfinite(x), "pair_selection: --summarise", path, ": \"", key,
+           "\" is '", v, "', not a number (a damaged or foreign file?)");
+  return x;
+}
+int64_t json_int(const std::string& line, const std::string& key, const std::string& path) {
+  const double x = json_number(line, key, path);
+  MN_CHECK(x == std::floor(x) && std::fabs(x) < 1e15, "pair_selection: --summarise", path, ": \"", key, "\" is ",
+           x, ", not an integer (a damaged or foreign file?)");
+  return static_cast<int64_t>(x);
+}
 }  // namespace
 
 std::vector<RunResult> read_runs_jsonl(const std::string& path, int* dropped) {
@@ -99,19 +114,19 @@ std::vector<RunResult> read_runs_jsonl(const std::string& path, int* dropped) {
     for (int k = 0; k < kNumMethods; ++k)
       if (label == method_label(static_cast<Method>(k))) m = k;
     MN_CHECK(m >= 0, "pair_selection: --summarise", path, ": unknown method '", label, "'");
-    const int fold = std::stoi(json_field(line, "fold", path));
+    const int fold = static_cast<int>(json_int(line, "fold", path));
     RunResult& r = runs[{m, fold}];
     r.method = static_cast<Method>(m);
     r.fold = fold;
     EvalPoint pt;
-    pt.epoch = std::stoi(json_field(line, "epoch", path));
-    pt.vote.accuracy = std::stod(json_field(line, "accuracy", path));
-    pt.vote.nearest_accuracy = std::stod(json_field(line, "nearest_accuracy", path));
-    pt.vote.abstain_share = std::stod(json_field(line, "abstain_share", path));
-    pt.train_loss = std::stod(json_field(line, "train_loss", path));
-    pt.genuine_pairs = std::stoll(json_field(line, "genuine_pairs", path));
+    pt.epoch = static_cast<int>(json_int(line, "epoch", path));
+    pt.vote.accuracy = json_number(line, "accuracy", path);
+    pt.vote.nearest_accuracy = json_number(line, "nearest_accuracy", path);
+    pt.vote.abstain_share = json_number(line, "abstain_share", path);
+    pt.train_loss = json_number(line, "train_loss", path);
+    pt.genuine_pairs = json_int(line, "genuine_pairs", path);
     if (line.find("\"seconds\":") != std::string::npos)
-      r.seconds = std::stod(json_field(line, "seconds", path));
+      r.seconds = json_number(line, "seconds", path);
     r.points.push_back(pt);
     max_points = std::max(max_points, r.points.size());
   }

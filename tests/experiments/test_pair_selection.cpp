@@ -393,3 +393,22 @@ TEST(PairSelection, DriverSmokeRunOnMnist) {
   // A bad flag is one clean line and a non-zero status.
   EXPECT_NE(std::system(("'" + bin + "' --method nope > /dev/null 2>&1").c_str()), 0);
 }
+
+// --summarise of a damaged metrics file: a clear error naming the file and the
+// key (std::stoi / std::stod used to escape as invalid_argument).
+TEST(PairSelection, SummariseRefusesDamagedLinesNamingFileAndKey) {
+  const std::string path = testing::TempDir() + "/damaged_runs.jsonl";
+  for (const char* line : {"{\"method\":\"BASE\",\"fold\":x1,\"epoch\":5}\n",
+                           "{\"method\":\"BASE\",\"fold\":0,\"epoch\":5,\"accuracy\":nope,\"nearest_accuracy\":0,"
+                           "\"abstain_share\":0,\"train_loss\":0,\"genuine_pairs\":1}\n",
+                           "{\"method\":\"BASE\",\"fold\":0.5,\"epoch\":5}\n"}) {
+    { std::ofstream(path) << line; }
+    try {
+      mn::pairsel::read_runs_jsonl(path);
+      FAIL() << "no throw for " << line;
+    } catch (const mn::Error& e) {
+      const std::string w = e.what();
+      EXPECT_NE(w.find("damaged_runs.jsonl"), std::string::npos) << w;
+    }
+  }
+}
