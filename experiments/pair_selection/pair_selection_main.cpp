@@ -13,9 +13,10 @@
 // thread; each run is single-threaded (batch 16 is too small to split).
 //
 // CPU only: the fused batch-16 MLP (siamese_mlp.h) has no CUDA path, so a CUDA
-// device is refused rather than silently replaced. No --resume: a study stopped
-// by --time-limit, --stop-after or a signal keeps its finished runs in
-// metrics.jsonl, and --summarise turns their complete folds into results.
+// device is refused rather than silently replaced. A study stopped by
+// --time-limit, --stop-after or a signal keeps its finished runs in
+// metrics.jsonl: --resume reruns only the others (a run is deterministic given
+// its method, fold and seed), and --summarise turns complete folds into results.
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -85,8 +86,8 @@ class PairSelectionStudy : public exp::Study {
   }
 
   void check_flags(const exp::Flags& f, bool) const override {
-    MN_CHECK(!f.flag("resume"), "--resume: pair_selection cannot resume a study; its finished runs are in "
-             "metrics.jsonl, and --summarise FILE writes the results of their complete folds");
+    MN_CHECK(!(f.flag("resume") && !f.str("summarise").empty()), "--resume and --summarise exclude each other: "
+             "--summarise only reads a metrics file");
     const std::string dev = f.str("device");
     MN_CHECK(dev == "auto" || dev == "cpu", "--device ", dev, ": pair_selection runs on the CPU only (its "
              "fused batch-16 MLP has no CUDA path); use --device cpu");
@@ -144,10 +145,35 @@ class PairSelectionStudy : public exp::Study {
       for (Method m : methods) jobs.push_back({m, k});
     std::vector<RunResult> results(jobs.size());
     std::vector<uint8_t> finished(jobs.size(), 0);
+    size_t restored = 0;
+    if (ctx.resuming()) {
+      // The finished runs are in metrics.jsonl (a run's lines are written at
+      // once when it ends): keep them, drop a run cut short, rerun the rest.
+      const std::string log = ctx.out_path("metrics.jsonl");
+      if (fs::exists(log)) {
+        std::string kept;
+        std::vector<RunResult> prev = read_finished_runs(log, &kept);
+        exp::write_file_atomic(log, kept);
+        for (RunResult& r : prev)
+          for (size_t j = 0; j < jobs.size(); ++j)
+            if (!finished[j] && jobs[j].m == r.method && jobs[j].fold == r.fold) {
+              results[j] = std::move(r);
+              finished[j] = 1;
+              ++restored;
+              break;
+            }
+      }
+      std::printf("pair_selection: resuming, %zu of %zu runs already finished\n", restored, jobs.size());
+    }
+    // last.safetensors (the configuration, no weights) so a stopped run can --resume.
+    ctx.save_progress(nullptr, nullptr, {});
+    std::vector<size_t> todo;
+    for (size_t j = 0; j < jobs.size(); ++j)
+      if (!finished[j]) todo.push_back(j);
     std::atomic<size_t> next{0};
     std::atomic<bool> stop{false};
     std::mutex mu;
-    size_t done = 0;
+    size_t done = restored;
     double mean_run_s = 0.0;
     const int threads = f.i64("threads") > 0 ? static_cast<int>(f.i64("threads")) : num_threads();
     const auto t0 = std::chrono::steady_clock::now();
@@ -159,10 +185,11 @@ class PairSelectionStudy : public exp::Study {
     // One worker per thread pulls whole runs from a shared counter (runs differ
     // in cost, so a static split would leave a thread idle at the end).
     parallel_for(0, threads, 1, [&](int64_t, int64_t) {
-      for (size_t j; !stop && (j = next.fetch_add(1)) < jobs.size();) {
+      for (size_t t; !stop && (t = next.fetch_add(1)) < todo.size();) {
+        const size_t j = todo[t];
         {
           std::lock_guard<std::mutex> lock(mu);
-          if (done > 0 && ctx.stop_requested(mean_run_s)) {
+          if (done > restored && ctx.stop_requested(mean_run_s)) {
             stop = true;
             break;
           }
@@ -185,7 +212,7 @@ class PairSelectionStudy : public exp::Study {
         ++done;
         ctx.count_step();
         const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        mean_run_s = el * threads / done;
+        mean_run_s = el * threads / static_cast<double>(done - restored);
         ctx.progress("runs", static_cast<int64_t>(done), static_cast<int64_t>(jobs.size()),
                      {{"accuracy", r.points.empty() ? 0.0 : 100.0 * r.points.back().vote.accuracy}});
         std::printf("[%zu/%zu] %-6s fold %d: %.2f %% at epoch %d (%.1f s)\n", done, jobs.size(),

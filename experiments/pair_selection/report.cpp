@@ -102,11 +102,15 @@ int64_t json_int(const std::string& line, const std::string& key, const std::str
 }
 }  // namespace
 
-std::vector<RunResult> read_runs_jsonl(const std::string& path, int* dropped) {
+namespace {
+// Every run of a metrics file, keyed (method, fold), with its lines.
+std::map<std::pair<int, int>, RunResult> read_all_runs(const std::string& path, size_t* max_points,
+                                                       std::map<std::pair<int, int>, std::string>* lines_of) {
   std::ifstream in(path);
   MN_CHECK(in.good(), "pair_selection: --summarise", "cannot open '", path, "'");
   std::map<std::pair<int, int>, RunResult> runs;  // (method, fold)
-  size_t max_points = 0;
+  *max_points = 0;
+  size_t& max_pts = *max_points;
   for (std::string line; std::getline(in, line);) {
     if (line.empty()) continue;
     const std::string label = json_field(line, "method", path);
@@ -128,8 +132,32 @@ std::vector<RunResult> read_runs_jsonl(const std::string& path, int* dropped) {
     if (line.find("\"seconds\":") != std::string::npos)
       r.seconds = json_number(line, "seconds", path);
     r.points.push_back(pt);
-    max_points = std::max(max_points, r.points.size());
+    max_pts = std::max(max_pts, r.points.size());
+    if (lines_of) (*lines_of)[{m, fold}] += line + "\n";
   }
+  return runs;
+}
+}  // namespace
+
+std::vector<RunResult> read_finished_runs(const std::string& path, std::string* kept_lines) {
+  size_t max_points = 0;
+  std::map<std::pair<int, int>, std::string> lines;
+  auto runs = read_all_runs(path, &max_points, &lines);
+  std::vector<RunResult> out;
+  if (kept_lines) kept_lines->clear();
+  for (auto& [key, r] : runs) {
+    if (r.points.size() != max_points) continue;  // cut short (a kill while its lines were written)
+    std::sort(r.points.begin(), r.points.end(),
+              [](const EvalPoint& a, const EvalPoint& b) { return a.epoch < b.epoch; });
+    if (kept_lines) *kept_lines += lines[key];
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::vector<RunResult> read_runs_jsonl(const std::string& path, int* dropped) {
+  size_t max_points = 0;
+  auto runs = read_all_runs(path, &max_points, nullptr);
   std::set<int> methods, folds, incomplete;
   for (const auto& [key, r] : runs) {
     methods.insert(key.first);

@@ -30,6 +30,9 @@ std::vector<Curve> summarise(const std::vector<RunResult>& runs);
 // occurs are kept (an interrupted study is summarised over its complete
 // folds); `dropped` receives the number of incomplete folds left out.
 std::vector<RunResult> read_runs_jsonl(const std::string& path, int* dropped = nullptr);
+// For --resume: every run of the file with all its evaluation points (a run
+// cut short by a kill is left out), and those runs' lines (to rewrite the file).
+std::vector<RunResult> read_finished_runs(const std::string& path, std::string* kept_lines = nullptr);
 
 // The study's Table 2, MNIST rows (accuracy %, epochs 25/50/75/100), for the
 // six methods in Method order; `significant` marks the source's asterisks.

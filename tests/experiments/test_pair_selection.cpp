@@ -5,7 +5,9 @@
 // with nn::contrastive_loss, and small end-to-end runs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <sys/wait.h>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -411,4 +413,38 @@ TEST(PairSelection, SummariseRefusesDamagedLinesNamingFileAndKey) {
       EXPECT_NE(w.find("damaged_runs.jsonl"), std::string::npos) << w;
     }
   }
+}
+
+// --resume: a run stopped after its first (method, fold) run goes on with the
+// others and ends with the same runs as an uninterrupted one.
+TEST(PairSelection, ResumeAfterAStopFinishesWithTheSameRuns) {
+  const char* env = std::getenv("MN_DATA_DIR");
+  const std::filesystem::path data =
+      env && *env ? std::filesystem::path(env) : std::filesystem::path(MN_SOURCE_DIR) / ".." / "shared" / "datasets";
+  if (!std::filesystem::exists(data / "mnist" / "t10k-labels-idx1-ubyte.gz"))
+    GTEST_SKIP() << "MNIST not found under " << data << " (set MN_DATA_DIR): resume test skipped";
+  const std::string bin = std::string(MN_BINARY_DIR) + "/experiments/pair_selection";
+  const auto base = std::filesystem::temp_directory_path() / "mn_pair_selection_resume";
+  std::filesystem::remove_all(base);
+  const std::string common = "'" + bin + "' --data-dir '" + data.string() +
+                             "' --folds 2 --budget 60 --epochs 2 --cycle 1 --eval-every 1 --threads 1 "
+                             "--method dyne --out-dir '";
+  const std::string a = (base / "a").string(), b = (base / "b").string();
+  ASSERT_EQ(std::system((common + a + "' > /dev/null 2>&1").c_str()), 0);
+  ASSERT_EQ(WEXITSTATUS(std::system((common + b + "' --stop-after 1 > /dev/null 2>&1").c_str())), 3);
+  ASSERT_EQ(std::system((common + b + "' --resume > /dev/null 2>&1").c_str()), 0);
+  auto runs = [](const std::string& dir) {
+    std::vector<std::string> v;
+    std::ifstream in(dir + "/metrics.jsonl");
+    for (std::string l; std::getline(in, l);) {
+      const size_t s = l.find(",\"seconds\":");
+      v.push_back(s == std::string::npos ? l : l.substr(0, s));
+    }
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  const auto ra = runs(a), rb = runs(b);
+  EXPECT_EQ(ra.size(), 4u) << "2 folds x 2 evaluations";
+  EXPECT_EQ(ra, rb);
+  EXPECT_TRUE(std::filesystem::exists(base / "b" / "results.md"));
 }
