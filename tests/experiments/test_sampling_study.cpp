@@ -314,9 +314,15 @@ TEST(SamplingStudy, TwoEpochSmokeRunsOnlineAndOffline) {
   for (const char* strategy : {"all-positive-online-pair", "random-offline-triplet"}) {
     SCOPED_TRACE(strategy);
     TempDir out("sampling_smoke");
-    ASSERT_EQ(run_sampling(small(out.str(), strategy)), 0);
+    auto args = small(out.str(), strategy);
+    args.insert(args.end(), {"--lr-step-epochs", "2"});
+    ASSERT_EQ(run_sampling(args), 0);
     auto lines = read_lines(out / "metrics.jsonl");
     ASSERT_EQ(lines.size(), 2u);
+    // The study's StepLR stepped at the start of each epoch: epoch e trains with
+    // 0.1^floor(e / step), so with step 2 the second epoch already has 1e-4.
+    EXPECT_DOUBLE_EQ(mn_test_exp::json_field(lines[0], "lr"), 1e-3);
+    EXPECT_NEAR(mn_test_exp::json_field(lines[1], "lr"), 1e-4, 1e-12);
     for (const char* k : {"study_acc_test10", "study_acc_test9", "couple_acc_test10", "knn1_acc_test9",
                           "knn5_acc_test9", "recall1_test10", "unseen_auroc", "tuples_per_batch", "test_ms"}) {
       const double v = summary_number(out.str(), k);
