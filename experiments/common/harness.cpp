@@ -177,7 +177,14 @@ bool is_directory(const std::string& path) {
   return ::stat(path.c_str(), &s) == 0 && S_ISDIR(s.st_mode);
 }
 
+void check_dir_usable(const std::string& path, const std::string& flag) {
+  struct stat s;
+  if (::stat(path.c_str(), &s) == 0)
+    MN_CHECK(S_ISDIR(s.st_mode), flag, " '", path, "' exists and is not a folder (a file?); give a folder");
+}
+
 void make_dirs(const std::string& path, const std::string& flag) {
+  check_dir_usable(path, flag);
   std::string cur;
   std::stringstream ss(path);
   std::string part;
@@ -253,6 +260,7 @@ int run_study(std::unique_ptr<Study> study, int argc, char** argv) {
     try {
       st.apply_presets(f, device, evaluating);
       f.validate_ranges();
+      check_dir_usable(f.str("out-dir"), "--out-dir");  // before the study's data checks
       st.check_flags(f, evaluating);
       make_dirs(f.str("out-dir"), "--out-dir");
     } catch (const Error& e) {

@@ -203,5 +203,7 @@ std::string exact_text(double v);
 bool is_directory(const std::string& path);
 // mkdir -p; throws naming `flag` when it cannot.
 void make_dirs(const std::string& path, const std::string& flag);
+// Throws naming `flag` when `path` exists and is not a folder (creates nothing).
+void check_dir_usable(const std::string& path, const std::string& flag);
 
 }  // namespace mn::exp

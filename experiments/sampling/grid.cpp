@@ -479,6 +479,7 @@ int run_grid(int argc, char** argv) {
       }
       MN_CHECK(!ds.empty() && !ss.empty() && !seeds.empty(), "--datasets, --strategies and --seeds must each name at "
                "least one value");
+      check_dir_usable(f.str("out-dir"), "--out-dir");
       if (!f.flag("report-only"))
         for (int d : ds) dataset_dir(dataset_names()[d], f.str("data-dir"));  // every data set found before any run
       make_dirs(f.str("out-dir"), "--out-dir");
