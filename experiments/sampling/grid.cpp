@@ -372,15 +372,23 @@ void write_report(const std::string& out, std::vector<Cell>& cells, const std::v
     << c9_more << " of " << t9_total << ".\n";
   r << "- **Models that did not train properly** (the study: KMNIST Hard Negative Online Pair and Random Negative "
        "Online Triplet; Fashion-MNIST Random Negative and Semi-hard Negative Online Triplet). Ours, judged by 1-NN "
-       "accuracy on Test9 (below 90 % = did not train properly):\n\n"
-    << "| data set | strategy | study says failed | our 1-NN Test9 | ours failed |\n|---|---|:-:|---:|:-:|\n";
-  for (int d : ds)
+       "accuracy on Test9: more than 5 points below the best strategy on the same data set = did not train "
+       "properly (a 2-d embedding caps Fashion-MNIST near 90 %, so an absolute bar would not do):\n\n"
+    << "| data set | strategy | study says failed | our 1-NN Test9 | best on the set | ours failed |\n"
+    << "|---|---|:-:|---:|---:|:-:|\n";
+  for (int d : ds) {
+    double best = NAN;
+    for (int s = 0; s < 7; ++s) {
+      const double v = agg(group(d, s), "sampling.knn1_acc_test9").mean;
+      if (std::isfinite(v) && !(v <= best)) best = v;
+    }
     for (int s = 0; s < 7; ++s) {
       Agg k = agg(group(d, s), "sampling.knn1_acc_test9");
       if (k.n == 0) continue;
       r << "| " << dataset_names()[d] << " | " << strategies()[s].title << " | " << (paper::kFailed[s][d] ? "yes" : "")
-        << " | " << fmt(k) << " | " << (k.mean < 90 ? "yes" : "") << " |\n";
+        << " | " << fmt(k) << " | " << fmt(best) << " | " << (k.mean < best - 5 ? "yes" : "") << " |\n";
     }
+  }
   r << "\n## Cells more than 3 points from the study's Table 2\n\n";
   if (big_diffs.empty()) r << "None.\n";
   for (const auto& b : big_diffs) r << "- " << b << "\n";
