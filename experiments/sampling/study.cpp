@@ -211,9 +211,10 @@ Stats SamplingStudy::train_step() {
     Tensor labels = labels_tensor(data_->train.y, idx, device_);
     ag::Variable e = net_->forward(ag::Variable(gather_images(data_->train, idx, data_->side, device_)));
     // Mining on the detached SQUARED distances (the study's pdist), losses on plain L2.
-    Tensor dist = kernels::pairwise_distance_matrix(e.data(), true);
+    auto mining_distances = [&] { return kernels::pairwise_distance_matrix(e.data(), true); };
     HostEmb he = host_emb(e.data());
     if (st_.pairs) {
+      Tensor dist = mining_distances();
       auto neg = st_.id == Strategy::HardNegativeOnlinePair ? kernels::PairNegatives::Hardest
                                                              : kernels::PairNegatives::Random;
       kernels::MinedPairs m = kernels::mine_pairs(dist, labels, neg, &mine_gen);
@@ -243,19 +244,21 @@ Stats SamplingStudy::train_step() {
       // Tuples and the study's accuracy (d(a,n) > d(a,p)) over the same triplets, on the host.
       const auto y = host_i64(labels);
       int64_t ok = 0;
-      for (int64_t a = 0; a < B; ++a)
+      std::vector<double> row(static_cast<size_t>(B));
+      for (int64_t a = 0; a < B; ++a) {
+        for (int64_t j = 0; j < B; ++j) row[j] = he.dist(a, j);  // each distance once per anchor
         for (int64_t p = a + 1; p < B; ++p) {
           if (y[p] != y[a]) continue;
-          const double dap = he.dist(a, p);
           for (int64_t n = 0; n < B; ++n)
             if (y[n] != y[a]) {
               ++tuples;
-              ok += he.dist(a, n) > dap;
+              ok += row[n] > row[p];
             }
         }
+      }
       acc = tuples ? static_cast<double>(ok) / static_cast<double>(tuples) : 0.0;
     } else {
-      kernels::MinedTriplets m = kernels::mine_triplets(dist, labels, miner_params(), &mine_gen);
+      kernels::MinedTriplets m = kernels::mine_triplets(mining_distances(), labels, miner_params(), &mine_gen);
       Tensor trip = m.triplets;
       if (trip.size(0) == 0) {
         // The study's selector then takes one triplet: the last class's last
