@@ -45,6 +45,9 @@ if [[ -f .gpu/omniglot.tgz ]]; then
   [[ -f /tmp/mn_data/.unpacked ]] || { mn_untar .gpu/omniglot.tgz /tmp/mn_data && touch /tmp/mn_data/.unpacked; }
   export MN_DATA_DIR=/tmp/mn_data
 fi
+if [[ -f .gpu/mnist.tar && ! -d /tmp/mn_data/mnist ]]; then
+  mn_untar .gpu/mnist.tar /tmp/mn_data
+fi
 if [[ -f .gpu/cache.tar.xz ]]; then
   [[ -f /tmp/mn_cache/.unpacked ]] || { mn_untar .gpu/cache.tar.xz /tmp/mn_cache && touch /tmp/mn_cache/.unpacked; }
   export MN_CACHE_DIR=/tmp/mn_cache

@@ -10,18 +10,22 @@
 #   bash tools/gpu_run.sh      (runs whatever is staged; knobs in its header)
 #   bash tools/gpu_session.sh start|check|finish   (all --with-data: a whole session)
 # A second argument --with-data (`tools/gpu_stage.sh tests --with-data`) also packs
-# the Omniglot folder (about 5 MB compressed) so the real-data tests, bench_data's
-# GPU cases and the experiments can run there.
+# the Omniglot folder (about 5 MB compressed) and MNIST (11 MB) so the real-data
+# tests, bench_data's GPU cases and the experiments (Omniglot, sampling) can run there.
+# The quickest whole check in one call is tools/gpu_check.sh (its header says how).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cmake -S . -B build-gpu -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
-cmake --build build-gpu -j2
+# MN_BUILD_DIR=build reuses the default build (CMakeLists.txt builds sm_80 + sm_90 unless
+# CMAKE_CUDA_ARCHITECTURES says otherwise) instead of a second, sm_90-only one.
+bd="${MN_BUILD_DIR:-build-gpu}"
+[[ -f "$bd/CMakeCache.txt" ]] || cmake -S . -B "$bd" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
+cmake --build "$bd" -j2
 what="${1:-tests}"
 case "$what" in
-  tests) pattern="build-gpu/tests/mn_tests_*" ;;
-  bench) pattern="build-gpu/bench/bench_*" ;;
-  study) pattern="build-gpu/experiments/omniglot_*" ;;
-  all) pattern="build-gpu/tests/mn_tests_* build-gpu/bench/bench_* build-gpu/experiments/omniglot_*" ;;
+  tests) pattern="$bd/tests/mn_tests_*" ;;
+  bench) pattern="$bd/bench/bench_*" ;;
+  study) pattern="$bd/experiments/omniglot_*" ;;
+  all) pattern="$bd/tests/mn_tests_* $bd/bench/bench_* $bd/experiments/omniglot_* $bd/experiments/sampling" ;;
   *) echo "usage: tools/gpu_stage.sh tests|bench|study|all [--with-data]" >&2; exit 2 ;;
 esac
 rm -rf .gpu && mkdir -p .gpu/lib
@@ -50,6 +54,8 @@ if [[ "${2:-}" == "--with-data" ]]; then
   done
   [[ -n "$root" ]] || { echo "gpu_stage: Omniglot not found (set MN_DATA_DIR)" >&2; exit 1; }
   tar -C "$root" -czf .gpu/omniglot.tgz omniglot
+  # MNIST (11 MB, already gzipped) for the sampling study's GPU runs, unpacked beside it.
+  [[ -d "$root/mnist" ]] && tar -C "$root" -cf .gpu/mnist.tar mnist
   # The packed-image cache (about 2.4 MB with xz), so the runs skip decoding PNGs.
   cache="${MN_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/metricnet}"
   if [[ -f "$cache/omniglot_images_background.mnpack" ]]; then

@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# One device call that checks the whole GPU path inside a short lease (the device tool
+# lends 15 minutes a session, 10 a command): on the GPU machine, from the repository
+# root with .gpu carried (stage it here first: MN_BUILD_DIR=build tools/gpu_stage.sh all
+# --with-data), within BUDGET seconds (default 540):
+#   A. every GPU test of every test binary, side by side (a skip counts as a failure:
+#      the device is there), and Elementwise.DeviceMismatchThrows;
+#   B. on the quiet GPU: BENCHES (default bench_gemm, bench_conv: ours FP32/TF32 against
+#      cuBLAS and cuDNN in the same process; bench_train_step), PyTorch's Koch train
+#      step (bench/references/koch_train_torch.py, TORCH_MODES="fp32 tf32"), and one
+#      epoch of the sampling study on MNIST per SAMPLING_STRATEGIES;
+#   C. end-to-end (OMNIGLOT_RUNS=0 skips it): omniglot_triplet on the GPU, a tiny run
+#      whose losses and scores are compared with the same command on the CPU
+#      (SMOKE_ARGS), and a throughput run at the study's 50 triplets (SPEED_ARGS); both
+#      beside D;
+#   D. compute-sanitizer memcheck (each test binary), racecheck, initcheck and synccheck
+#      (the kernel tests) on the GPU tests, side by side, until the budget ends.
+# Writes under $OUT: run.log (the summary: one line per step, with exit codes), logs.tgz
+# (every full log), bench-json.tgz (Google Benchmark JSON and PyTorch's JSON lines,
+# named <date>-<gpu>-<bench>.json, ready for bench/results/) and smoke.tgz (the run
+# folders without checkpoints). On a machine without a GPU it stops at once with a
+# clear message (exit 2).
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+t0=$(date +%s)
+budget=${BUDGET:-540}
+left() { echo $(( budget - ($(date +%s) - t0) )); }
+if ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "gpu_check: no NVIDIA GPU here (nvidia-smi -L failed); run it on the GPU machine" >&2
+  exit 2
+fi
+[[ -d .gpu ]] || { echo "gpu_check: .gpu/ missing: run tools/gpu_stage.sh here and carry .gpu" >&2; exit 2; }
+# shellcheck source=tools/gpu_env.sh
+source tools/gpu_env.sh
+logs=/tmp/mn_logs
+rm -rf "$logs" && mkdir -p "$logs"
+say "== $(date -u +%FT%TZ) gpu_check, budget ${budget} s"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader | tee -a "$LOG"
+for b in "$G"/mn_tests_* "$G"/bench_* "$G"/omniglot_*; do
+  [[ -x $b ]] || continue
+  missing=$(ldd "$b" 2>&1 | grep "not found")
+  [[ -n $missing ]] && say "ldd $(basename "$b"): MISSING $missing"
+done
+command -v compute-sanitizer >/dev/null || say "compute-sanitizer: not on the PATH"
+pack() {
+  tar -C "$logs" -czf "$OUT/logs.tgz" . 2>/dev/null
+  [[ -d /tmp/mn_bench_json ]] && tar -C /tmp/mn_bench_json -czf "$OUT/bench-json.tgz" .
+  [[ -d /tmp/mn_smoke ]] && tar -C /tmp/mn_smoke --exclude='*.safetensors' -czf "$OUT/smoke.tgz" .
+}
+trap pack EXIT
+# (TensorErrors.CudaTensorWithoutDeviceThrowsClearly tests the no-GPU path: it skips here.)
+gtest_gpu='*Cuda*:*CUDA*:*Gpu*:*GPU*:Elementwise.DeviceMismatchThrows-TensorErrors.CudaTensorWithoutDeviceThrowsClearly'
+tests=(runtime kernels autograd nn data experiments)
+
+# A. The GPU tests, one process per binary, side by side.
+say "== A. GPU tests ($(left) s left)"
+for t in "${tests[@]}"; do
+  timeout "${TEST_TIMEOUT:-150}" stdbuf -oL "$G/mn_tests_$t" --gtest_filter="$gtest_gpu" > "$logs/test-$t.log" 2>&1 &
+  echo $! > "$logs/test-$t.pid"
+done
+for t in "${tests[@]}"; do
+  wait "$(cat "$logs/test-$t.pid")"; rc=$?
+  sum=$(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$logs/test-$t.log" | tr '\n' ' ')
+  say "test $t: exit $rc; ${sum:-no summary (crashed or timed out: 124)}"
+  grep -E '^\[  (FAILED|SKIPPED) +\] [A-Za-z].*\)$' "$logs/test-$t.log" | head -n 40 | sed "s|^|  $t |" | tee -a "$LOG"
+done
+
+# B. Benchmarks on the quiet GPU.
+json=/tmp/mn_bench_json
+rm -rf "$json" && mkdir -p "$json"
+bench() {  # name filter timeout
+  (( $(left) > 60 )) || { say "bench_$1: skipped, $(left) s left"; return; }
+  timeout "$3" "$G/bench_$1" --benchmark_filter="$2" --benchmark_min_time="${BENCH_MIN_TIME:-0.2}" \
+    --benchmark_out="$json/${date}-${gpu}-$1.json" --benchmark_out_format=json --benchmark_color=false \
+    > "$logs/bench-$1.log" 2>&1
+  say "bench_$1: exit $? ($(grep -c '^BM_' "$logs/bench-$1.log") lines)"
+}
+say "== B. benchmarks ($(left) s left)"
+for b in ${BENCHES:-gemm conv train_step}; do
+  case $b in
+    train_step) bench train_step 'Gpu' 60 ;;
+    *) bench "$b" '[Gg][Pp][Uu]' 70 ;;
+  esac
+done
+for tf in ${TORCH_MODES:-fp32 tf32}; do
+  (( $(left) > 60 )) || break
+  flag=""
+  [[ $tf == tf32 ]] && flag="--tf32"
+  timeout 60 python3 bench/references/koch_train_torch.py --device cuda --batch 50 --seconds 5 $flag \
+    >> "$json/${date}-${gpu}-train_step-torch.jsonl" 2>> "$logs/torch.log"
+  say "PyTorch Koch step $tf: exit $? $(tail -n 1 "$json/${date}-${gpu}-train_step-torch.jsonl" | cut -c1-300)"
+done
+# The sampling study on the GPU (MNIST staged): epoch times and metrics of one epoch
+# of each SAMPLING_STRATEGIES, to set beside the CPU grid's and the study's GPU times.
+smoke=/tmp/mn_smoke
+rm -rf "$smoke" && mkdir -p "$smoke"
+if [[ -n ${MN_DATA_DIR:-} && -d ${MN_DATA_DIR:-}/mnist && -x $G/sampling ]]; then
+  for st in ${SAMPLING_STRATEGIES:-random-offline-pair all-positive-online-triplet}; do
+    (( $(left) > 150 )) || { say "sampling $st: skipped, $(left) s left"; continue; }
+    timeout 60 "$G/sampling" --device cuda --dataset mnist --strategy "$st" --epochs "${SAMPLING_EPOCHS:-1}" \
+      --time-limit 50 --out-dir "$smoke/sampling-$st" > "$smoke/sampling-$st.log" 2>&1
+    say "sampling $st: exit $?; $(tail -n 3 "$smoke/sampling-$st/metrics.jsonl" 2>/dev/null | cut -c1-400)"
+  done
+fi
+pack
+
+# C + D side by side: the end-to-end runs and the sanitizers.
+say "== C. end-to-end runs and D. sanitizers ($(left) s left)"
+if [[ -n ${MN_DATA_DIR:-} && -x $G/omniglot_triplet && ${OMNIGLOT_RUNS:-1} != 0 ]]; then
+  (
+    # shellcheck disable=SC2086  # flag lists
+    timeout 120 "$G/omniglot_triplet" --device cuda --out-dir "$smoke/parity" \
+      ${SMOKE_ARGS:---preset full --epochs 1 --iters 6 --batch 8 --val-tasks 20 --val-triplets 200} \
+      > "$smoke/parity.log" 2>&1
+    echo "parity run exit $?" >> "$smoke/parity.log"
+    s=$(date +%s)
+    # shellcheck disable=SC2086
+    timeout 200 "$G/omniglot_triplet" --device cuda --out-dir "$smoke/speed" \
+      ${SPEED_ARGS:---preset full --epochs 1 --iters 200 --batch 50} > "$smoke/speed.log" 2>&1
+    echo "speed run exit $? after $(( $(date +%s) - s )) s" >> "$smoke/speed.log"
+  ) &
+  smoke_pid=$!
+fi
+san_pids=()
+san() {  # tool binary [shard count]: a sharded run is one process per shard (gtest's sharding)
+  local l=$(( $(left) - 25 )) shards=${3:-1} i
+  (( l > 30 )) || { say "$1 $2: skipped, no time left"; return; }
+  for (( i = 0; i < shards; ++i )); do
+    local tag="$1-$2"
+    (( shards > 1 )) && tag="$1-$2-shard$i"
+    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i MN_CUDA_NO_CACHE=1 timeout "$l" \
+      compute-sanitizer --tool "$1" --error-exitcode 9 --print-limit 40 \
+      stdbuf -oL "$G/mn_tests_$2" --gtest_filter="$gtest_gpu" > "$logs/$tag.log" 2>&1 &
+    san_pids+=("$!:$tag")
+  done
+}
+if command -v compute-sanitizer >/dev/null; then
+  for t in kernels nn runtime autograd data; do san memcheck "$t"; done
+  san racecheck kernels "${RACECHECK_SHARDS:-6}"   # the slowest tool: one shard per process
+  san initcheck kernels
+  san synccheck kernels
+  san racecheck nn
+fi
+for p in "${san_pids[@]}"; do
+  wait "${p%%:*}"; rc=$?
+  f="$logs/${p#*:}.log"
+  say "${p#*:}: exit $rc (0 clean, 9 errors found, 124 out of time); $(grep -E 'SUMMARY|^\[  (PASSED|FAILED) +\] [0-9]' "$f" | tr '\n' ' ')"
+  (( rc == 124 )) && say "  last test started: $(grep -E '^\[ RUN' "$f" | tail -n 1)"
+  grep -E '^=========  ?(Invalid|Program hit|Uninitialized|Race|Barrier|Error|Warning)' "$f" | sort | uniq -c | sort -rn | head -n 8 | tee -a "$LOG"
+done
+if [[ -n ${smoke_pid:-} ]]; then
+  wait "$smoke_pid"
+  for r in parity speed; do
+    say "run $r: $(tail -n 1 "$smoke/$r.log")"
+    grep -E '^epoch [0-9]+:|Lake|images/s' "$smoke/$r.log" | grep -v ETA | tail -n 4 | tee -a "$LOG"
+  done
+  grep -oE '[0-9]+/[0-9]+ train_loss [0-9.e-]+' "$smoke/parity.log" | tee -a "$LOG"
+  grep -oE '[0-9]+ images/s' "$smoke/speed.log" | tail -n 1 | sed 's/^/speed run, last progress: /' | tee -a "$LOG"
+fi
+say "== done after $(( $(date +%s) - t0 )) s"
