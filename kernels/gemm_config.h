@@ -61,6 +61,24 @@ class Tf32Scope {
   bool saved_;
 };
 
+// The precision policy: TF32 never reaches distances, miners or losses (the Gram form
+// of a pairwise distance, |a|^2 + |b|^2 - 2 a.b, cancels, and TF32's 2^-11 relative
+// rounding of a.b swamps the small differences that mining ranks; measured in
+// tests/kernels/test_tf32.cpp). Code computing them holds an Fp32Scope: while one is
+// alive on this thread, the float32 CUDA GEMM and convolutions run in FP32 whatever
+// allow_tf32() or the selected GEMM variant say. TF32 stays a choice for the layers
+// only (--tf32, as PyTorch's switches). Scopes nest; they are per thread, so a data
+// loader thread never changes what the training thread computes.
+class Fp32Scope {
+ public:
+  Fp32Scope();
+  ~Fp32Scope();
+  Fp32Scope(const Fp32Scope&) = delete;
+  Fp32Scope& operator=(const Fp32Scope&) = delete;
+};
+// True while this thread holds an Fp32Scope.
+bool fp32_forced();
+
 #ifdef MN_WITH_CUDA
 // Throws (naming `op` and the device) unless the current CUDA device can run the
 // TF32 kernels (compute capability >= 8.0). Cached per device; defined in gemm.cu.

@@ -3,6 +3,7 @@
 #include "kernels/losses.h"
 
 #include "kernels/gemm.h"
+#include "kernels/gemm_config.h"
 #include "runtime/dispatch.h"
 
 namespace mn::kernels {
@@ -270,6 +271,7 @@ LmnnResult lmnn_terms(const Tensor& x, const Tensor& l, const Tensor& pairs,
   MN_CHECK(x.size(1) == l.size(0), op, ": x ", shape_str(x.shape()), " and L ",
            shape_str(l.shape()), " do not chain (Z = X L)");
   LmnnResult r;
+  const Fp32Scope fp32;  // a loss: never TF32 (kernels/gemm_config.h)
   r.z = matmul(x.contiguous(), l.contiguous());  // pass 1: (B, K)
   TripletLossParams pull;
   pull.kind = TripletKind::Pull;
@@ -290,6 +292,7 @@ LmnnResult lmnn_terms(const Tensor& x, const Tensor& l, const Tensor& pairs,
 std::vector<Tensor> lmnn_grad(const LmnnResult& res, const Tensor& grad_out, const Tensor& x,
                               const Tensor& l, const Tensor& pairs, const Tensor& triplets,
                               double /*c: already folded into the push coefficients*/) {
+  const Fp32Scope fp32;  // a loss: never TF32 (kernels/gemm_config.h)
   Tensor gz = Tensor::zeros(res.z.shape(), res.z.dtype(), res.z.device());
   accumulate_grad_indexed(res.pull, grad_out, res.z, pairs, 1.0, gz);
   accumulate_grad_indexed(res.push, grad_out, res.z, triplets, 1.0, gz);

@@ -28,6 +28,13 @@ std::atomic<bool>& tf32_flag() {
 }  // namespace
 
 void set_allow_tf32(bool on) { tf32_flag().store(on); }
+
+namespace {
+thread_local int t_fp32_depth = 0;
+}  // namespace
+Fp32Scope::Fp32Scope() { ++t_fp32_depth; }
+Fp32Scope::~Fp32Scope() { --t_fp32_depth; }
+bool fp32_forced() { return t_fp32_depth > 0; }
 bool allow_tf32() { return tf32_flag().load(); }
 
 void set_cuda_gemm_variant(CudaGemmVariant v) {

@@ -8,6 +8,7 @@
 #include "kernels/cuda/distance_math.cuh"
 #include "kernels/cuda/gemm.h"
 #include "kernels/distance.h"
+#include "kernels/gemm_config.h"
 #include "runtime/cuda_check.h"
 
 namespace mn::kernels {
@@ -256,6 +257,7 @@ void pairwise_forward_cuda(Pairwise m, int64_t M, int64_t N, int64_t D, const T*
     return;
   }
   const bool self = A == B && M == N;
+  const Fp32Scope fp32;  // the precision policy (kernels/gemm_config.h): never TF32 here
   gemm_cuda<T>(false, true, M, N, D, T(1), A, D, B, D, T(0), out, N);
   if (self) {
     gram_diag_kernel<T><<<cuda::grid_for(M), 256, 0, cuda::stream()>>>(M, out, na, nb);
@@ -288,6 +290,7 @@ void pairwise_backward_cuda(Pairwise m, int64_t M, int64_t N, int64_t D, const T
     }
     return;
   }
+  const Fp32Scope fp32;  // never TF32 (kernels/gemm_config.h)
   T* W = work;
   T* alpha = work + M * N;
   T* beta = alpha + M;

@@ -491,8 +491,9 @@ void gemm_cuda_impl(const char* op, bool ta, bool tb, int64_t batch, int64_t M, 
   if (batch == 0 || M == 0 || N == 0) return;
   const CudaGemmVariant variant = cuda_gemm_variant();
   // TF32 only ever changes float: explicitly selected, or the default Tiled with
-  // allow_tf32() on. Naive stays the FP32 oracle.
-  const bool tf32 = std::is_same<T, float>::value &&
+  // allow_tf32() on, and never inside an Fp32Scope (distances, miners, losses: the
+  // TensorCoreTF32 variant then runs Tiled). Naive stays the FP32 oracle.
+  const bool tf32 = std::is_same<T, float>::value && !fp32_forced() &&
                     (variant == CudaGemmVariant::TensorCoreTF32 ||
                      (variant == CudaGemmVariant::Tiled && allow_tf32()));
   if (tf32) check_tf32_device(op);

@@ -7,8 +7,9 @@
 
 #include "autograd/ops.h"
 #include "autograd/ops_matmul.h"
-#include "kernels/elementwise.h"
 #include "kernels/batch_all.h"
+#include "kernels/elementwise.h"
+#include "kernels/gemm_config.h"
 #include "kernels/multi_similarity.h"
 
 namespace mn::nn {
@@ -114,6 +115,7 @@ class LmnnMetricLoss : public Loss {
   // LMNN's neighbours and impostors are found in the space of Z = X L.
   Tensor mining_embedding(const ag::Variable& x) const override {
     ag::NoGradGuard ng;
+    const kernels::Fp32Scope fp32;  // mining: never TF32 (kernels/gemm_config.h)
     return ag::matmul(x.detach(), L_.detach()).data();
   }
   LossOutput compute(const ag::Variable& x, const Tensor&, const Mined& m) override {

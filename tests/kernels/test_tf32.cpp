@@ -31,10 +31,12 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
 #include "kernels/conv2d.h"
+#include "kernels/distance.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_config.h"
@@ -68,6 +70,24 @@ class Tf32Guard {
   bool saved_on_;
   CudaGemmVariant saved_v_;
 };
+
+// ---- the precision policy (CPU: the scope itself) ------------------------------------
+TEST(Tf32Policy, Fp32ScopeNestsAndIsPerThread) {
+  EXPECT_FALSE(fp32_forced());
+  {
+    const Fp32Scope a;
+    EXPECT_TRUE(fp32_forced());
+    {
+      const Fp32Scope b;
+      EXPECT_TRUE(fp32_forced());
+    }
+    EXPECT_TRUE(fp32_forced()) << "the inner scope ended the outer one";
+    bool other = true;
+    std::thread([&] { other = fp32_forced(); }).join();
+    EXPECT_FALSE(other) << "a scope on one thread forced FP32 on another";
+  }
+  EXPECT_FALSE(fp32_forced());
+}
 
 // ---- the switch (CPU) -----------------------------------------------------------------
 TEST(Tf32Switch, DefaultFollowsEnvironmentAndSetGetWork) {
@@ -418,6 +438,48 @@ TEST(Tf32ConvCuda, DoubleIsNeverAffected) {
   // float64, at most 18 terms of size <= 1: 1e-12 (as tests/kernels/test_conv2d.cpp).
   EXPECT_TRUE(test::all_close(
       y, conv2d_forward(x.cuda(), w.cuda(), Tensor(), p).cpu(), 1e-12, 0));
+}
+// ---- the precision policy on the GPU: TF32 never reaches distances ----------------------
+// 64 points a small step (0.01) apart around a common offset (1.0 in 128 dims): a.b is
+// near 128 while a squared distance is near 0.026, so TF32's 2^-11 relative rounding of
+// a.b (about 0.06) would swamp it. The pairwise distances, forward and backward, must be
+// bit-identical with the switch off, on, and with the TF32 variant selected; the same
+// Gram product through matmul must differ with the switch on (the switch is live) and
+// not inside an Fp32Scope.
+TEST(Tf32PolicyCuda, PairwiseDistancesAndScopedMatmulIgnoreTheSwitch) {
+  MN_SKIP_IF_NO_CUDA();
+  const Device d = Device::cuda();
+  const Tensor noise = test::rand({64, 128}, -0.01, 0.01, DType::F64, Device::cpu(), 960);
+  std::vector<double> v = noise.to_double_vector();
+  for (double& e : v) e += 1.0;
+  const Tensor x = Tensor::from_vector(v, {64, 128}).to(DType::F32).to(d);
+  const Tensor g = test::rand({64, 64}, -1, 1, DType::F32, d, 961);
+  for (Metric m : {Metric::L2Squared, Metric::L2, Metric::Cosine}) {
+    SCOPED_TRACE(metric_name(m));
+    std::vector<Tensor> outs;
+    for (int policy = 0; policy < 3; ++policy) {
+      Tf32Guard guard(policy > 0, policy == 2 ? CudaGemmVariant::TensorCoreTF32 : CudaGemmVariant::Tiled);
+      const PairwiseResult r = pairwise_distance_forward(m, x, x);
+      const auto gr = pairwise_distance_backward(m, x, x, r, g);
+      outs.push_back(r.out.cpu());
+      outs.push_back(gr.first.cpu());
+    }
+    for (int k = 2; k < 6; ++k)
+      EXPECT_TRUE(test::all_close(outs[k % 2], outs[k], 0, 0)) << "policy " << k / 2 << (k % 2 ? " backward" : " forward");
+  }
+  Tensor fp32, tf32, scoped;
+  {
+    Tf32Guard guard(false);
+    fp32 = matmul(x, x, false, true).cpu();
+  }
+  {
+    Tf32Guard guard(true);
+    tf32 = matmul(x, x, false, true).cpu();
+    const Fp32Scope s;
+    scoped = matmul(x, x, false, true).cpu();
+  }
+  EXPECT_FALSE(test::all_close(fp32, tf32, 1e-3, 0)) << "the TF32 switch changed nothing: the test measures nothing";
+  EXPECT_TRUE(test::all_close(fp32, scoped, 0, 0)) << "matmul used TF32 inside an Fp32Scope";
 }
 #endif  // MN_WITH_CUDA
 
