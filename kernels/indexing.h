@@ -7,9 +7,11 @@
 // scatter_add do arithmetic and take float/double. Indices are int64 at the raw
 // level (the Tensor functions accept int32 or int64 and convert).
 //
-// Out-of-range indices throw mn::Error on the CPU. On CUDA they are not checked
-// (that would cost a device->host sync per call): a bad index reads/writes
-// nothing and the output element is 0.
+// Out-of-range indices throw mn::Error on the CPU. On CUDA a bad index reads and
+// writes nothing (the output element is 0) and is reported without a sync: the
+// kernel records it on the device and the host throws mn::Error naming the op,
+// the index and the bound at its next synchronisation point (the next
+// device-to-host copy or mn::synchronize; MN_CUDA_SYNC=1: at the op itself).
 #pragma once
 #include <cstdint>
 #include <vector>

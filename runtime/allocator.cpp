@@ -14,6 +14,7 @@
 #include <vector>
 #include <cstdio>
 
+#include "runtime/device.h"
 #include "runtime/error.h"
 #ifdef MN_WITH_CUDA
 #include "runtime/cuda_check.h"
@@ -278,7 +279,7 @@ CachingAllocator& alloc() {
 
 void* device_alloc(size_t nbytes, int device) {
 #ifdef MN_WITH_CUDA
-  CUDA_CHECK(cudaSetDevice(device));
+  const mn::CudaDeviceScope guard(mn::Device::cuda(device));  // the caller's current device is left as it was
   auto& A = alloc();
   size_t size = round_size(nbytes);
   std::lock_guard<std::mutex> lk(A.mu);

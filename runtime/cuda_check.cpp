@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <string>
 
 namespace mn::cuda {
@@ -40,6 +41,60 @@ void check_launch(const char* kernel, const char* file, int line) {
                         ") launching kernel " + kernel,
                     file, line);
   }
+  if (debug_sync_enabled()) check_device_report();
+}
+
+const char* device_op_name(DeviceOp op) {
+  switch (op) {
+    case DeviceOp::IndexSelect: return "index_select";
+    case DeviceOp::IndexAdd: return "index_add";
+    case DeviceOp::Gather: return "gather";
+    case DeviceOp::ScatterAdd: return "scatter_add";
+    case DeviceOp::None: break;
+  }
+  return "a CUDA kernel";
+}
+
+namespace {
+constexpr int kMaxDevices = 64;
+std::mutex g_report_mu;
+DeviceReport* g_reports[kMaxDevices] = {};
+}  // namespace
+
+DeviceReport* device_report() {
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  MN_CHECK(dev >= 0 && dev < kMaxDevices, "device_report: CUDA device ", dev, " beyond ", kMaxDevices);
+  std::lock_guard<std::mutex> lk(g_report_mu);
+  if (!g_reports[dev]) {
+    // Allocated once per device for the process's lifetime (24 bytes; never freed,
+    // so no kernel can outlive it).
+    void* p = nullptr;
+    CUDA_CHECK(cudaMalloc(&p, sizeof(DeviceReport)));
+    CUDA_CHECK(cudaMemset(p, 0, sizeof(DeviceReport)));
+    g_reports[dev] = static_cast<DeviceReport*>(p);
+  }
+  return g_reports[dev];
+}
+
+void check_device_report() {
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  DeviceReport* r = nullptr;
+  {
+    std::lock_guard<std::mutex> lk(g_report_mu);
+    r = dev >= 0 && dev < kMaxDevices ? g_reports[dev] : nullptr;
+  }
+  if (!r) return;  // no kernel of this device has used it yet
+  DeviceReport h{};
+  CUDA_CHECK(cudaMemcpyAsync(&h, r, sizeof h, cudaMemcpyDeviceToHost, stream()));
+  CUDA_CHECK(cudaStreamSynchronize(stream()));
+  if (h.flag == 0) return;
+  CUDA_CHECK(cudaMemsetAsync(r, 0, sizeof(DeviceReport), stream()));
+  MN_THROW(device_op_name(static_cast<DeviceOp>(h.op)), " (cuda:", dev, "): index ", h.index,
+           " is out of range [0, ", h.bound, "); the bad element was skipped (the output holds 0 "
+           "there), and this is reported at the next synchronisation point, so the op that "
+           "failed may be some calls back (set MN_CUDA_SYNC=1 to report it at the op)");
 }
 
 cudaStream_t stream() {

@@ -27,6 +27,26 @@ bool debug_sync_enabled();
 // is what makes reuse of cached blocks safe without events.
 cudaStream_t stream();
 
+// Device-side error reports. A kernel that finds a bad index (an index tensor
+// pointing outside the tensor it indexes) records the first one in a small
+// per-device record and skips the element (nothing is read or written out of
+// bounds), without synchronising; the host looks at the record at its next
+// synchronisation point (every device-to-host copy, mn::synchronize) and throws
+// mn::Error naming the op, the index and the bound. The record is then cleared.
+enum class DeviceOp : int { None = 0, IndexSelect, IndexAdd, Gather, ScatterAdd };
+const char* device_op_name(DeviceOp op);
+struct DeviceReport {
+  int flag;         // 0: nothing reported
+  int op;           // DeviceOp
+  long long index;  // the bad index
+  long long bound;  // valid indices are [0, bound)
+};
+// The current device's record (device memory, allocated on first use).
+DeviceReport* device_report();
+// Reads the current device's record (after synchronising the library's stream) and
+// throws when a kernel reported an error since the last check. Cheap: 24 bytes.
+void check_device_report();
+
 // Grid size for a grid-stride loop over n elements.
 inline unsigned grid_for(int64_t n, int threads = 256, int max_blocks = 65535 * 8) {
   int64_t b = (n + threads - 1) / threads;
@@ -35,6 +55,20 @@ inline unsigned grid_for(int64_t n, int threads = 256, int max_blocks = 65535 * 
   return static_cast<unsigned>(b);
 }
 }  // namespace mn::cuda
+
+#ifdef __CUDACC__
+namespace mn::cuda {
+// In a kernel: records the first bad index of the launch's device (see DeviceReport).
+__device__ inline void report_bad_index(DeviceReport* r, DeviceOp op, long long index, long long bound) {
+  if (atomicCAS(&r->flag, 0, 1) == 0) {
+    r->op = static_cast<int>(op);
+    r->index = index;
+    r->bound = bound;
+    __threadfence();
+  }
+}
+}  // namespace mn::cuda
+#endif
 
 #define CUDA_CHECK(expr)                                                   \
   do {                                                                     \

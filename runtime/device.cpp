@@ -65,11 +65,34 @@ Device parse_device(const std::string& s) {
   MN_THROW("parse_device: '", s, "' is not a device (expected cpu, cuda or cuda:N)");
 }
 
+CudaDeviceScope::CudaDeviceScope(Device d) {
+#ifdef MN_WITH_CUDA
+  // No such device (or none at all): nothing to switch to; the op's own check
+  // (check_cuda_usable) then names the op, the device and the cause.
+  if (!d.is_cuda() || d.index < 0 || d.index >= cuda_device_count()) return;
+  int cur = 0;
+  CUDA_CHECK(cudaGetDevice(&cur));
+  if (cur != d.index) {
+    CUDA_CHECK(cudaSetDevice(d.index));
+    saved_ = cur;
+  }
+#else
+  (void)d;
+#endif
+}
+
+CudaDeviceScope::~CudaDeviceScope() {
+#ifdef MN_WITH_CUDA
+  if (saved_ >= 0) CUDA_CHECK_NOTHROW(cudaSetDevice(saved_));
+#endif
+}
+
 void synchronize(Device d) {
   if (d.is_cpu()) return;
 #ifdef MN_WITH_CUDA
-  CUDA_CHECK(cudaSetDevice(d.index));
+  const CudaDeviceScope guard(d);
   CUDA_CHECK(cudaDeviceSynchronize());
+  cuda::check_device_report();
 #else
   MN_THROW("synchronize: ", d.str(), " requested but this build has no CUDA");
 #endif

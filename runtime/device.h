@@ -31,7 +31,24 @@ bool cuda_available();
 std::string device_name(Device d);
 // Parses "cpu", "cuda", "cuda:1".
 Device parse_device(const std::string& s);
-// Blocks until all work queued on the device is done (no-op on the CPU).
+// Blocks until all work queued on the device is done (no-op on the CPU). Also the
+// point where device-side error reports (a bad index) are raised as mn::Error.
 void synchronize(Device d);
+
+// Makes a CUDA device current for a scope and restores the caller's device on exit
+// (c10::cuda::CUDAGuard's role). Every CUDA entry point of the library runs inside
+// one for the device of the tensors it touches (runtime/dispatch.h's
+// MN_CUDA_BRANCH), so kernels launch and memory is allocated on the tensors' device
+// whatever device the caller has current. No-op for the CPU.
+class CudaDeviceScope {
+ public:
+  explicit CudaDeviceScope(Device d);
+  ~CudaDeviceScope();
+  CudaDeviceScope(const CudaDeviceScope&) = delete;
+  CudaDeviceScope& operator=(const CudaDeviceScope&) = delete;
+
+ private:
+  int saved_ = -1;  // the device to restore; -1: nothing to restore
+};
 
 }  // namespace mn

@@ -85,9 +85,10 @@ namespace mn {
 
 // Statements that run on a CUDA device (see 3. above).
 #ifdef MN_WITH_CUDA
-#define MN_CUDA_BRANCH(opname, device, dtype, ...) \
-  do {                                             \
-    __VA_ARGS__;                                   \
+#define MN_CUDA_BRANCH(opname, device, dtype, ...)             \
+  do {                                                         \
+    const ::mn::CudaDeviceScope mn_cuda_device_scope_(device); \
+    __VA_ARGS__;                                               \
   } while (0)
 #else
 #define MN_CUDA_BRANCH(opname, device, dtype, ...) \

@@ -85,7 +85,7 @@ Tensor Tensor::from_host(const void* src, const Shape& shape, DType dtype, Devic
     std::memcpy(t.raw_data(), src, bytes);
   } else {
 #ifdef MN_WITH_CUDA
-    CUDA_CHECK(cudaSetDevice(device.index));
+    const CudaDeviceScope guard(device);
     CUDA_CHECK(cudaMemcpy(t.raw_data(), src, bytes, cudaMemcpyHostToDevice));
     detail::count_transfer(true, false, bytes);
 #endif
@@ -354,11 +354,12 @@ Tensor Tensor::to(Device device) const {
   if (bytes == 0) return out;
 #ifdef MN_WITH_CUDA
   if (device.is_cuda() && device_.is_cpu()) {
-    CUDA_CHECK(cudaSetDevice(device.index));
+    const CudaDeviceScope guard(device);
     CUDA_CHECK(cudaMemcpy(out.raw_data(), src.raw_data(), bytes, cudaMemcpyHostToDevice));
   } else if (device.is_cpu()) {
-    CUDA_CHECK(cudaSetDevice(device_.index));
+    const CudaDeviceScope guard(device_);
     CUDA_CHECK(cudaMemcpy(out.raw_data(), src.raw_data(), bytes, cudaMemcpyDeviceToHost));
+    cuda::check_device_report();  // a synchronisation point: bad indices surface here
   } else {
     CUDA_CHECK(cudaMemcpyPeer(out.raw_data(), device.index, src.raw_data(), device_.index, bytes));
   }

@@ -3,7 +3,8 @@
 //   1. mask_count_kernel: one 1024-element tile per block, count via __syncthreads_count;
 //   2. mask_scan_kernel: one block turns the counts into exclusive offsets (+ total);
 //   3. masked_*_kernel: ballot + popc give each set element its rank inside the tile.
-// Out-of-range indices are skipped (not checked: that would need a sync), see indexing.h.
+// Out-of-range indices are skipped and reported through the device record
+// (runtime/cuda_check.h: the host raises them at its next synchronisation), see indexing.h.
 #include "kernels/indexing.h"
 #include "runtime/allocator.h"
 #include "runtime/cuda_check.h"
@@ -21,41 +22,52 @@ constexpr int kTile = 1024;  // elements per block in the compaction passes (= t
 template <typename E>
 __global__ void index_select_kernel(const E* __restrict__ x, int64_t n, int64_t inner,
                                     const int64_t* __restrict__ idx, int64_t k, E* __restrict__ out,
-                                    int64_t total) {
+                                    int64_t total, cuda::DeviceReport* rep) {
   MN_GRID_LOOP(t, total) {
     const int64_t i = t % inner, j = (t / inner) % k, o = t / (inner * k);
     const int64_t s = idx[j];
-    out[t] = (s >= 0 && s < n) ? x[(o * n + s) * inner + i] : E(0);
+    const bool ok = s >= 0 && s < n;
+    if (!ok) cuda::report_bad_index(rep, cuda::DeviceOp::IndexSelect, s, n);
+    out[t] = ok ? x[(o * n + s) * inner + i] : E(0);
   }
 }
 
 template <typename T>
 __global__ void index_add_kernel(const T* __restrict__ g, int64_t k, int64_t inner,
-                                 const int64_t* __restrict__ idx, int64_t n, T* out, int64_t total) {
+                                 const int64_t* __restrict__ idx, int64_t n, T* out, int64_t total,
+                                 cuda::DeviceReport* rep) {
   MN_GRID_LOOP(t, total) {
     const int64_t i = t % inner, j = (t / inner) % k, o = t / (inner * k);
     const int64_t d = idx[j];
-    if (d >= 0 && d < n) atomicAdd(out + (o * n + d) * inner + i, g[t]);
+    if (d >= 0 && d < n)
+      atomicAdd(out + (o * n + d) * inner + i, g[t]);
+    else
+      cuda::report_bad_index(rep, cuda::DeviceOp::IndexAdd, d, n);
   }
 }
 
 template <typename E>
 __global__ void gather_kernel(const E* __restrict__ x, StridedIndexer xi, int64_t x_dim_stride,
                               int64_t dim_size, const int64_t* __restrict__ idx, int64_t m,
-                              E* __restrict__ out) {
+                              E* __restrict__ out, cuda::DeviceReport* rep) {
   MN_GRID_LOOP(l, m) {
     const int64_t s = idx[l];
-    out[l] = (s >= 0 && s < dim_size) ? x[xi.offset(l) + s * x_dim_stride] : E(0);
+    const bool ok = s >= 0 && s < dim_size;
+    if (!ok) cuda::report_bad_index(rep, cuda::DeviceOp::Gather, s, dim_size);
+    out[l] = ok ? x[xi.offset(l) + s * x_dim_stride] : E(0);
   }
 }
 
 template <typename T>
 __global__ void scatter_add_kernel(T* out, StridedIndexer oi, int64_t out_dim_stride, int64_t dim_size,
                                    const int64_t* __restrict__ idx, const T* __restrict__ src,
-                                   StridedIndexer si, int64_t m) {
+                                   StridedIndexer si, int64_t m, cuda::DeviceReport* rep) {
   MN_GRID_LOOP(l, m) {
     const int64_t d = idx[l];
-    if (d >= 0 && d < dim_size) atomicAdd(out + oi.offset(l) + d * out_dim_stride, src[si.offset(l)]);
+    if (d >= 0 && d < dim_size)
+      atomicAdd(out + oi.offset(l) + d * out_dim_stride, src[si.offset(l)]);
+    else
+      cuda::report_bad_index(rep, cuda::DeviceOp::ScatterAdd, d, dim_size);
   }
 }
 
@@ -150,7 +162,7 @@ void index_select_cuda(const E* x, int64_t outer, int64_t n, int64_t inner, cons
                        int64_t k, E* out) {
   const int64_t total = outer * k * inner;
   if (total == 0) return;
-  index_select_kernel<E><<<cuda::grid_for(total, kThreads), kThreads, 0, cuda::stream()>>>(x, n, inner, idx, k, out, total);
+  index_select_kernel<E><<<cuda::grid_for(total, kThreads), kThreads, 0, cuda::stream()>>>(x, n, inner, idx, k, out, total, cuda::device_report());
   CUDA_CHECK_LAUNCH("index_select_kernel");
 }
 
@@ -159,7 +171,7 @@ void index_add_cuda(const T* g, int64_t outer, int64_t k, int64_t inner, const i
                     int64_t n, T* out) {
   const int64_t total = outer * k * inner;
   if (total == 0) return;
-  index_add_kernel<T><<<cuda::grid_for(total, kThreads), kThreads, 0, cuda::stream()>>>(g, k, inner, idx, n, out, total);
+  index_add_kernel<T><<<cuda::grid_for(total, kThreads), kThreads, 0, cuda::stream()>>>(g, k, inner, idx, n, out, total, cuda::device_report());
   CUDA_CHECK_LAUNCH("index_add_kernel");
 }
 
@@ -167,7 +179,7 @@ template <typename E>
 void gather_cuda(const E* x, const StridedIndexer& xi, int64_t x_dim_stride, int64_t dim_size,
                  const int64_t* idx, int64_t m, E* out) {
   if (m == 0) return;
-  gather_kernel<E><<<cuda::grid_for(m, kThreads), kThreads, 0, cuda::stream()>>>(x, xi, x_dim_stride, dim_size, idx, m, out);
+  gather_kernel<E><<<cuda::grid_for(m, kThreads), kThreads, 0, cuda::stream()>>>(x, xi, x_dim_stride, dim_size, idx, m, out, cuda::device_report());
   CUDA_CHECK_LAUNCH("gather_kernel");
 }
 
@@ -175,7 +187,7 @@ template <typename T>
 void scatter_add_cuda(T* out, const StridedIndexer& oi, int64_t out_dim_stride, int64_t dim_size,
                       const int64_t* idx, const T* src, const StridedIndexer& si, int64_t m) {
   if (m == 0) return;
-  scatter_add_kernel<T><<<cuda::grid_for(m, kThreads), kThreads, 0, cuda::stream()>>>(out, oi, out_dim_stride, dim_size, idx, src, si, m);
+  scatter_add_kernel<T><<<cuda::grid_for(m, kThreads), kThreads, 0, cuda::stream()>>>(out, oi, out_dim_stride, dim_size, idx, src, si, m, cuda::device_report());
   CUDA_CHECK_LAUNCH("scatter_add_kernel");
 }
 

@@ -2,6 +2,9 @@
 // written here; error paths; CPU-vs-CUDA parity (skipped without a GPU).
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <string>
+
 #include "kernels/indexing.h"
 #include "kernels/join.h"
 #include "tests/common/test_util.h"
@@ -155,4 +158,37 @@ TEST(IndexingCuda, Parity) {
                                 K::concat({x.cuda(), x.cuda().narrow(1, 0, 5)}, 1), 0, 0));
     EXPECT_TRUE(test::all_close(K::stack({x, x}, 0), K::stack({x.cuda(), x.cuda()}, 0), 0, 0));
   }
+}
+
+// A bad index on the GPU touches nothing out of bounds and is raised as a clear error
+// (op, index, bound) at the host's next synchronisation point, without a sync per op;
+// the record is then cleared and the device stays usable.
+TEST(IndexingCuda, BadIndicesAreReportedAtTheNextSync) {
+  MN_SKIP_IF_NO_CUDA();
+  const Device d = Device::cuda();
+  const Tensor x = test::randn({4, 5}, DType::F32, d, 20);
+  auto idx = [&](std::vector<int64_t> v, Shape s) { return Tensor::from_vector<int64_t>(v, s).to(d); };
+  auto expect_report = [&](const std::function<Tensor()>& op, const std::string& what) {
+    const Tensor y = op();  // queued: nothing synchronises here
+    try {
+      (void)y.cpu();
+      ADD_FAILURE() << what << ": the bad index was not reported";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+    EXPECT_NO_THROW((void)x.cpu()) << "the report was not cleared";
+  };
+  expect_report([&] { return K::index_select(x, 1, idx({0, 7}, {2})); },
+                "index_select (cuda:0): index 7 is out of range [0, 5)");
+  expect_report([&] { return K::index_add({4, 5}, 1, idx({-1}, {1}), Tensor::ones({4, 1}, DType::F32, d)); },
+                "index_add (cuda:0): index -1 is out of range [0, 5)");
+  expect_report([&] { return K::gather(x, 1, idx({0, 9, 1, 2}, {4, 1})); },
+                "gather (cuda:0): index 9 is out of range [0, 5)");
+  expect_report([&] {
+    return K::scatter_add(Tensor::zeros({4, 5}, DType::F32, d), 1, idx({5, 0, 0, 0}, {4, 1}),
+                          Tensor::ones({4, 1}, DType::F32, d));
+  }, "scatter_add (cuda:0): index 5 is out of range [0, 5)");
+  // Valid indices after the reports: the right values.
+  EXPECT_TRUE(test::all_close(K::index_select(x.cpu(), 1, Tensor::from_vector<int64_t>({4, 0}, {2})),
+                              K::index_select(x, 1, idx({4, 0}, {2})).cpu(), 0, 0));
 }
