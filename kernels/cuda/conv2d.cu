@@ -10,12 +10,15 @@
 //               forward          M = K, Ncols = N*P*Q, Kd = C*R*S (A = weight, B = im2col(x))
 //               backward-data    M = C, Ncols = N*H*W, Kd = K*R*S (A = weight^T, B = "col(dy)")
 //               backward-weight  M = K, Ncols = C*R*S, Kd = N*P*Q (A = dy, B = im2col(x)^T)
-//             Tiles: 64 x 64 outputs per 256-thread block, 16-deep K slices staged in
-//             shared memory; each thread accumulates a 4 x 4 register tile at rows
-//             ty + 16 i, columns tx + 16 j (conflict-free shared reads, coalesced
-//             stores along the column index, which runs along q / w). Each thread
-//             loads a fixed B column, so the column's index decode is hoisted out of
-//             the K loop. Backward-weight has a long reduction (N*P*Q) and a small
+//             float (igemm_big_kernel): BM x 128 outputs per 256-thread block (BM =
+//             128, or 64 when M <= 64), 8-deep K slices double-buffered in shared
+//             memory with the next slice gathered into registers during the FMAs;
+//             each thread accumulates (BM/16) x 8 outputs read as float4. double
+//             (igemm_kernel, the float64 oracle path): 64 x 64 tiles, 16-deep
+//             slices, a 4 x 4 register tile at rows ty + 16 i, columns tx + 16 j.
+//             Each thread loads a fixed B column, so the column's index decode is
+//             hoisted out of the K loop; the per-element decodes of the K index use
+//             multiply-shift division (kernels/fastdiv.h), not `/`. Backward-weight has a long reduction (N*P*Q) and a small
 //             output, so it splits Kd over gridDim.z and a second kernel sums the
 //             partials in a fixed order (deterministic, no atomics).
 //   1 Gemm with TF32 (float, when kernels::allow_tf32() is on, see
@@ -37,6 +40,7 @@
 #include <type_traits>
 
 #include "kernels/conv2d.h"
+#include "kernels/fastdiv.h"
 #include "kernels/gemm_config.h"
 #include "runtime/cuda_check.h"
 
@@ -46,6 +50,8 @@ namespace {
 // 32-bit copy of the geometry for the device.
 struct G {
   int N, C, H, W, K, R, S, P, Q, sh, sw, ph, pw, dh, dw;
+  // Multiply-shift dividers for the implicit-GEMM index decodes (kernels/fastdiv.h).
+  FastDiv dRS, dS, dPQ, dQ, dHW, dW, dsh, dsw;
 };
 
 G to_device_geom(const Conv2dGeom& g) {
@@ -53,8 +59,19 @@ G to_device_geom(const Conv2dGeom& g) {
       std::max({g.N * g.C * g.H * g.W, g.N * g.K * g.P * g.Q, g.K * g.C * g.R * g.S});
   MN_CHECK(biggest < INT_MAX, "conv2d (cuda): tensors with 2^31 or more elements are not supported: ",
            conv2d_geom_str(g));
-  return G{int(g.N),  int(g.C),  int(g.H),  int(g.W),  int(g.K),  int(g.R),  int(g.S), int(g.P),
-           int(g.Q),  int(g.sh), int(g.sw), int(g.ph), int(g.pw), int(g.dh), int(g.dw)};
+  G d{};
+  d.N = int(g.N), d.C = int(g.C), d.H = int(g.H), d.W = int(g.W), d.K = int(g.K);
+  d.R = int(g.R), d.S = int(g.S), d.P = int(g.P), d.Q = int(g.Q);
+  d.sh = int(g.sh), d.sw = int(g.sw), d.ph = int(g.ph), d.pw = int(g.pw), d.dh = int(g.dh), d.dw = int(g.dw);
+  d.dRS = FastDiv(std::max<int64_t>(1, g.R * g.S));
+  d.dS = FastDiv(std::max<int64_t>(1, g.S));
+  d.dPQ = FastDiv(std::max<int64_t>(1, g.P * g.Q));
+  d.dQ = FastDiv(std::max<int64_t>(1, g.Q));
+  d.dHW = FastDiv(std::max<int64_t>(1, g.H * g.W));
+  d.dW = FastDiv(std::max<int64_t>(1, g.W));
+  d.dsh = FastDiv(std::max<int64_t>(1, g.sh));
+  d.dsw = FastDiv(std::max<int64_t>(1, g.sw));
+  return d;
 }
 
 // ============================ version 0: direct ===============================
@@ -168,14 +185,16 @@ struct FwdOp {
   __device__ Col col(int j, int ncols) const {
     Col c{j < ncols, 0, 0, 0, 0};
     if (!c.valid) return c;
-    const int n = j / PQ, pq = j - n * PQ, p = pq / g.Q, q = pq - p * g.Q;
+    int pq, q;
+    const int n = g.dPQ.divmod(j, pq), p = g.dQ.divmod(pq, q);
     c.n = n, c.hb = p * g.sh - g.ph, c.wb = q * g.sw - g.pw;
     c.yoff = int64_t(n) * g.K * PQ + pq;
     return c;
   }
   __device__ T a(int m, int kk) const { return w[int64_t(m) * CRS + kk]; }
   __device__ T bval(int kk, const Col& c) const {
-    const int ch = kk / RS, rs = kk - ch * RS, r = rs / g.S, s = rs - r * g.S;
+    int rs, s;
+    const int ch = g.dRS.divmod(kk, rs), r = g.dS.divmod(rs, s);
     const int h = c.hb + r * g.dh, ww = c.wb + s * g.dw;
     if (h < 0 || h >= g.H || ww < 0 || ww >= g.W) return T(0);
     return x[((int64_t(c.n) * g.C + ch) * g.H + h) * g.W + ww];
@@ -201,21 +220,25 @@ struct BwdDataOp {
   __device__ Col col(int j, int ncols) const {
     Col c{j < ncols, 0, 0, 0, 0};
     if (!c.valid) return c;
-    const int n = j / HW, hw = j - n * HW, h = hw / g.W, ww = hw - h * g.W;
+    int hw, ww;
+    const int n = g.dHW.divmod(j, hw), h = g.dW.divmod(hw, ww);
     c.n = n, c.hp = h + g.ph, c.wp = ww + g.pw;
     c.xoff = int64_t(n) * g.C * HW + hw;
     return c;
   }
   __device__ T a(int m, int kk) const {
-    const int k = kk / RS, rs = kk - k * RS;
+    int rs;
+    const int k = g.dRS.divmod(kk, rs);
     return w[(int64_t(k) * g.C + m) * RS + rs];
   }
   __device__ T bval(int kk, const Col& c) const {
-    const int k = kk / RS, rs = kk - k * RS, r = rs / g.S, s = rs - r * g.S;
+    int rs, s;
+    const int k = g.dRS.divmod(kk, rs), r = g.dS.divmod(rs, s);
     const int ps = c.hp - r * g.dh, qs = c.wp - s * g.dw;
     if (ps < 0 || qs < 0) return T(0);
-    const int p = ps / g.sh, q = qs / g.sw;
-    if (p * g.sh != ps || q * g.sw != qs || p >= g.P || q >= g.Q) return T(0);
+    int ph, pw;
+    const int p = g.dsh.divmod(ps, ph), q = g.dsw.divmod(qs, pw);
+    if (ph != 0 || pw != 0 || p >= g.P || q >= g.Q) return T(0);
     return dy[(int64_t(c.n) * g.K + k) * PQ + p * g.Q + q];
   }
   __device__ void store(int m, const Col& c, T v, int) const { dx[c.xoff + int64_t(m) * HW] = v; }
@@ -237,16 +260,19 @@ struct BwdWeightOp {
   __device__ Col col(int j, int ncols) const {
     Col c{j < ncols, 0, 0, 0, j};
     if (!c.valid) return c;
-    const int ch = j / RS, rs = j - ch * RS, r = rs / g.S, s = rs - r * g.S;
+    int rs, s;
+    const int ch = g.dRS.divmod(j, rs), r = g.dS.divmod(rs, s);
     c.c = ch, c.roff = r * g.dh - g.ph, c.soff = s * g.dw - g.pw;
     return c;
   }
   __device__ T a(int m, int kk) const {
-    const int n = kk / PQ, pq = kk - n * PQ;
+    int pq;
+    const int n = g.dPQ.divmod(kk, pq);
     return dy[(int64_t(n) * g.K + m) * PQ + pq];
   }
   __device__ T bval(int kk, const Col& c) const {
-    const int n = kk / PQ, pq = kk - n * PQ, p = pq / g.Q, q = pq - p * g.Q;
+    int pq, q;
+    const int n = g.dPQ.divmod(kk, pq), p = g.dQ.divmod(pq, q);
     const int h = p * g.sh + c.roff, ww = q * g.sw + c.soff;
     if (h < 0 || h >= g.H || ww < 0 || ww >= g.W) return T(0);
     return x[((int64_t(n) * g.C + c.c) * g.H + h) * g.W + ww];
@@ -312,6 +338,109 @@ __global__ void __launch_bounds__(NT) igemm_kernel(Op op, int M, int ncols, int 
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int m = m0 + ty + 16 * i;
+      if (m < M) op.store(m, c, acc[i][j], blockIdx.z);
+    }
+  }
+}
+
+// ---- float32: larger tiles, register prefetch, vector shared-memory reads -----------
+// The same implicit GEMM for float in FP32 with BM x 128 outputs per 256-thread block
+// (BM = 128, or 64 when M <= 64), BK = 8: each thread accumulates (BM/16) x 8
+// outputs at rows ty*4 + {0..3} (+ 64) and columns tx*4 + {0..3} (+ 64), read from
+// shared memory as float4 (16 FMAs per 16-byte read instead of 2 per 4-byte read
+// in igemm_kernel). The next k-tile is gathered into registers while this one is
+// multiplied (double-buffered shared memory, one barrier per k-tile). A is stored
+// k-major with 4 floats of padding per row, so the gather's transposed stores are
+// conflict-free.
+namespace big {
+constexpr int BN = 128, BK = 8, NT = 256, PAD = 4;
+}  // namespace big
+
+template <typename Op, int BM>
+__global__ void __launch_bounds__(big::NT) igemm_big_kernel(Op op, int M, int ncols, int Kd, int k_split) {
+  static_assert(BM == 64 || BM == 128, "BM is 64 or 128");
+  constexpr int BN = big::BN, BK = big::BK, TM = BM / 16;  // TM rows per thread: 4 or 8
+  constexpr int LDA = BM + big::PAD;
+  constexpr int AL = BM * BK / big::NT;  // A elements gathered per thread: 2 or 4
+  __shared__ __align__(16) float As[2][BK][LDA];
+  __shared__ __align__(16) float Bs[2][BK][BN];
+  const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+  const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+  const int kbeg = blockIdx.z * k_split;
+  const int kend = min(Kd, kbeg + k_split);
+
+  // Gather roles. A: k = ak (8 consecutive threads on consecutive k of one row, as A
+  // rows are contiguous in k), rows am + 32 i. B: one fixed column bn per thread
+  // (decode hoisted), rows bk + 2 i.
+  const int ak = tid % BK, am = tid / BK;
+  const int bn = tid % BN, bk = tid / BN;
+  const typename Op::Col bcol = op.col(n0 + bn, ncols);
+  float ra[AL], rb[4];
+  auto gather = [&](int kt) {
+    const int ka = kt + ak;
+#pragma unroll
+    for (int i = 0; i < AL; ++i) {
+      const int m = m0 + am + 32 * i;
+      ra[i] = (m < M && ka < kend) ? op.a(m, ka) : 0.f;
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int kb = kt + bk + 2 * i;
+      rb[i] = (bcol.valid && kb < kend) ? op.bval(kb, bcol) : 0.f;
+    }
+  };
+  auto stash = [&](int buf) {
+#pragma unroll
+    for (int i = 0; i < AL; ++i) As[buf][ak][am + 32 * i] = ra[i];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) Bs[buf][bk + 2 * i][bn] = rb[i];
+  };
+
+  float acc[TM][8];
+#pragma unroll
+  for (int i = 0; i < TM; ++i)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[i][j] = 0.f;
+
+  if (kbeg < kend) {
+    gather(kbeg);
+    stash(0);
+  }
+  __syncthreads();
+  int cur = 0;
+  for (int kt = kbeg; kt < kend; kt += BK) {
+    const bool more = kt + BK < kend;
+    if (more) gather(kt + BK);  // global -> registers, overlapping the FMAs below
+#pragma unroll
+    for (int kk = 0; kk < BK; ++kk) {
+      float a[TM], b[8];
+      const float4 a0 = *reinterpret_cast<const float4*>(&As[cur][kk][ty * 4]);
+      a[0] = a0.x, a[1] = a0.y, a[2] = a0.z, a[3] = a0.w;
+      if constexpr (TM == 8) {
+        const float4 a1 = *reinterpret_cast<const float4*>(&As[cur][kk][64 + ty * 4]);
+        a[4] = a1.x, a[5] = a1.y, a[6] = a1.z, a[7] = a1.w;
+      }
+      const float4 b0 = *reinterpret_cast<const float4*>(&Bs[cur][kk][tx * 4]);
+      const float4 b1 = *reinterpret_cast<const float4*>(&Bs[cur][kk][64 + tx * 4]);
+      b[0] = b0.x, b[1] = b0.y, b[2] = b0.z, b[3] = b0.w;
+      b[4] = b1.x, b[5] = b1.y, b[6] = b1.z, b[7] = b1.w;
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+    }
+    if (more) stash(cur ^ 1);  // that buffer was last read before the previous barrier
+    __syncthreads();
+    cur ^= 1;
+  }
+
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const typename Op::Col c = op.col(n0 + (j < 4 ? tx * 4 + j : 64 + tx * 4 + j - 4), ncols);
+    if (!c.valid) continue;
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+      const int m = m0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
       if (m < M) op.store(m, c, acc[i][j], blockIdx.z);
     }
   }
@@ -458,7 +587,7 @@ __global__ void sum_splits(const T* __restrict__ part, T* __restrict__ out, int 
 // (the Direct oracle never gets here).
 template <typename T>
 bool use_tf32() {
-  return std::is_same<T, float>::value && allow_tf32();
+  return std::is_same<T, float>::value && allow_tf32() && !fp32_forced();
 }
 
 template <typename T, typename Op>
@@ -475,10 +604,21 @@ void launch_igemm(const Op& op, int M, int ncols, int Kd, int splits, int k_spli
     }
   }
   MN_CHECK(!tf32, name, ": TF32 requested for a non-float type");
-  const dim3 grid((ncols + BN - 1) / BN, (M + BM - 1) / BM, splits);
-  MN_CHECK(grid.y <= 65535, name, ": too many output-channel tiles (", M, ")");
-  igemm_kernel<T, Op><<<grid, NT, 0, cuda::stream()>>>(op, M, ncols, Kd, k_split);
-  CUDA_CHECK_LAUNCH(name);
+  if constexpr (std::is_same<T, float>::value) {
+    const int bm = M > 64 ? 128 : 64;
+    const dim3 grid((ncols + big::BN - 1) / big::BN, (M + bm - 1) / bm, splits);
+    MN_CHECK(grid.y <= 65535, name, ": too many output-channel tiles (", M, ")");
+    if (bm == 128)
+      igemm_big_kernel<Op, 128><<<grid, big::NT, 0, cuda::stream()>>>(op, M, ncols, Kd, k_split);
+    else
+      igemm_big_kernel<Op, 64><<<grid, big::NT, 0, cuda::stream()>>>(op, M, ncols, Kd, k_split);
+    CUDA_CHECK_LAUNCH(name);
+  } else {  // double: the 64 x 64 kernel (the float64 oracle path of the tests)
+    const dim3 grid((ncols + BN - 1) / BN, (M + BM - 1) / BM, splits);
+    MN_CHECK(grid.y <= 65535, name, ": too many output-channel tiles (", M, ")");
+    igemm_kernel<T, Op><<<grid, NT, 0, cuda::stream()>>>(op, M, ncols, Kd, k_split);
+    CUDA_CHECK_LAUNCH(name);
+  }
 }
 
 }  // namespace
@@ -530,8 +670,11 @@ void conv2d_backward_weight_cuda(const Conv2dGeom& geom, const T* x, const T* dy
   const int CRS = g.C * g.R * g.S, Kd = g.N * g.P * g.Q;
   const bool tf32 = use_tf32<T>();
   const char* name = tf32 ? "conv_bwd_weight_igemm_tf32" : "conv_bwd_weight_igemm";
-  static_assert(tc::BK == BK, "the split sizes below are counted in k-tiles of BK");
-  const int bm = tf32 ? tc::BM : BM, bn = tf32 ? tc::BN : BN;
+  static_assert(tc::BK == BK && big::BK <= BK && BK % big::BK == 0,
+                "the split sizes below are counted in k-tiles of BK, a multiple of every kernel's");
+  const bool fp32_big = std::is_same<T, float>::value && !tf32;  // igemm_big_kernel
+  const int bm = tf32 ? tc::BM : fp32_big ? (g.K > 64 ? 128 : 64) : BM;
+  const int bn = tf32 ? tc::BN : fp32_big ? big::BN : BN;
   // Enough blocks to fill a large GPU (~4 waves of 132 SMs), each split at least
   // 8 K-tiles long so the partial write-out stays small next to the work.
   const int64_t tiles_xy = int64_t((CRS + bn - 1) / bn) * ((g.K + bm - 1) / bm);
