@@ -5,16 +5,20 @@
 // parity tests check each kernel; this one checks what they miss together: the
 // tape's order on the device, the optimizer's state, parameters moved with to().
 //
-// Tolerances, stated and why:
-//  - loss at every step: relative 1e-4 (a float32 sum over the batch in another order);
-//  - every parameter's gradient at every step: ||g_gpu - g_cpu|| <= 1e-3 ||g_cpu||
-//    (norm-wise: float32 convolutions sum up to 3,136 products per output and the
-//    global loss's variance terms pass distance rounding to the gradient unscaled,
-//    see test_cuda_edge_parity.cpp; a wrong kernel is off by order one);
-//  - the weights' change after three steps: ||dw_gpu - dw_cpu|| <= 1e-2 ||dw_cpu||
-//    (Adam divides by sqrt(v): a gradient element near zero, whose sign rounding can
-//    flip, moves by up to lr either way, so the change is compared norm-wise).
-// The CPU-only build runs the same steps twice on the CPU (SelfCheckOnCpu), so the
+// What is compared, and why (numbers measured on the CPU, float32 against float64):
+//  - the loss at every step: relative 1e-4. The loss is well conditioned: float32
+//    and float64 runs agree to 3e-6 over three steps.
+//  - every parameter's gradient at step 1, held to the float64 truth (the same step
+//    on the CPU in float64): ||g_gpu - truth|| <= 3 ||g_cpu - truth|| + 1e-7 ||truth||.
+//    The step is badly conditioned (the global loss's variance terms subtract
+//    distances near each other): the CPU's float32 gradients are 2e-4 to 6e-4 from
+//    the truth, so a fixed tolerance would test the conditioning, not the GPU; the
+//    device may be three times less accurate than the CPU oracle, no more.
+//  - not the gradients or weights after step 1: Adam's first update is nearly
+//    lr * sign(g) for every element, so rounding-level differences in small
+//    gradients move weights by 2 lr; float32 and float64 CPU runs then differ by 9 %
+//    in the step-2 gradients and 29 % in step 3. Those comparisons would measure chaos.
+// The CPU-only build runs the same comparison CPU against CPU (SelfCheckOnCpu), so the
 // test code itself is exercised without a GPU.
 #include <gtest/gtest.h>
 
@@ -37,31 +41,30 @@ namespace {
 struct StepLog {
   std::vector<double> losses;
   std::vector<std::vector<Tensor>> grads;  // per step, per parameter (CPU copies)
-  std::vector<Tensor> initial, final;      // parameters (CPU copies)
+  std::vector<Tensor> final;               // parameters after the last step (CPU copies)
   std::vector<std::string> names;
 };
 
-StepLog run_steps(Device dev, int steps) {
+StepLog run_steps(Device dev, int steps, DType dt = DType::F32) {
   kernels::Tf32Scope fp32(false);
   nn::KochBranchOptions o;  // the study's branch: 105 x 105, 64/128/128/256, 4096, sigmoid
   Generator g(7);
   nn::TripletNet net(o, nn::TripletShare::Full, g);
+  net.to(dt);
   net.to(dev);
   nn::Adam opt(net.param_groups(1e-4, 2e-4, 1e-3));  // the study's lr and decays
   nn::TripletLossOptions lo;
   lo.kind = nn::TripletKind::Global;  // the study's final model
   StepLog log;
-  for (auto& [name, p] : net.named_parameters()) {
-    log.names.push_back(name);
-    log.initial.push_back(p.data().to(Device::cpu()).clone());
-  }
+  for (auto& [name, p] : net.named_parameters()) log.names.push_back(name);
   const int64_t B = 4;  // triplets: 12 images through the branch
   Generator gx(11);
   for (int s = 0; s < steps; ++s) {
     Tensor a = Tensor::empty({B, 1, 105, 105}), p = Tensor::empty({B, 1, 105, 105}),
            n = Tensor::empty({B, 1, 105, 105});
     for (Tensor* t : {&a, &p, &n}) uniform_(*t, 0.0, 255.0, gx);  // raw 0..255, as the study
-    auto e = net.embed_triplets(ag::Variable(a.to(dev)), ag::Variable(p.to(dev)), ag::Variable(n.to(dev)));
+    auto e = net.embed_triplets(ag::Variable(a.to(dt).to(dev)), ag::Variable(p.to(dt).to(dev)),
+                                ag::Variable(n.to(dt).to(dev)));
     nn::LossOutput out = nn::triplet_loss(e[0], e[1], e[2], lo);
     out.loss.backward();
     log.losses.push_back(out.host_stats().loss);
@@ -90,25 +93,22 @@ double norm(const std::vector<double>& x) {
 double norm(const Tensor& a) { return norm(a.to_double_vector()); }
 double norm_diff(const Tensor& a, const Tensor& b) { return norm(minus(a, b)); }
 
-void compare(const StepLog& c, const StepLog& g) {
+void compare(const StepLog& c, const StepLog& g, const StepLog& truth) {
   ASSERT_EQ(c.losses.size(), g.losses.size());
   ASSERT_EQ(c.names, g.names);
+  ASSERT_EQ(c.names, truth.names);
   for (size_t s = 0; s < c.losses.size(); ++s) {
-    SCOPED_TRACE("step " + std::to_string(s + 1));
     EXPECT_GT(c.losses[s], 0.0) << "a zero loss would make the comparison vacuous";
-    EXPECT_NEAR(g.losses[s], c.losses[s], 1e-4 * std::abs(c.losses[s]));
-    for (size_t i = 0; i < c.names.size(); ++i) {
-      const double ref = norm(c.grads[s][i]);
-      EXPECT_GT(ref, 0.0) << c.names[i] << ": no gradient";
-      EXPECT_LE(norm_diff(g.grads[s][i], c.grads[s][i]), 1e-3 * ref) << c.names[i] << " gradient";
-    }
+    EXPECT_NEAR(g.losses[s], c.losses[s], 1e-4 * std::abs(c.losses[s])) << "step " << s + 1;
   }
   for (size_t i = 0; i < c.names.size(); ++i) {
-    const std::vector<double> dc = minus(c.final[i], c.initial[i]), dg = minus(g.final[i], g.initial[i]);
-    std::vector<double> d = dg;
-    for (size_t k = 0; k < d.size(); ++k) d[k] -= dc[k];
-    EXPECT_GT(norm(dc), 0.0) << c.names[i] << " did not move";
-    EXPECT_LE(norm(d), 1e-2 * norm(dc)) << c.names[i] << " weight change";
+    const double ref = norm(truth.grads[0][i]);
+    ASSERT_GT(ref, 0.0) << c.names[i] << ": no gradient";
+    const double cpu_err = norm_diff(c.grads[0][i], truth.grads[0][i]);
+    const double gpu_err = norm_diff(g.grads[0][i], truth.grads[0][i]);
+    EXPECT_LE(gpu_err, 3 * cpu_err + 1e-7 * ref)
+        << c.names[i] << " step-1 gradient: relative error " << gpu_err / ref << " against the float64 truth, "
+        << "the CPU oracle's " << cpu_err / ref;
   }
 }
 
@@ -116,15 +116,17 @@ void compare(const StepLog& c, const StepLog& g) {
 
 TEST(TrainStepParityCuda, KochTripletGlobalAdamThreeStepsMatchCpu) {
   MN_SKIP_IF_NO_CUDA();
+  const StepLog truth = run_steps(Device::cpu(), 1, DType::F64);
   const StepLog c = run_steps(Device::cpu(), 3);
   const StepLog g = run_steps(Device::cuda(), 3);
-  compare(c, g);
+  compare(c, g, truth);
 }
 
 TEST(TrainStepParity, SelfCheckOnCpu) {
-  const StepLog a = run_steps(Device::cpu(), 2);
-  const StepLog b = run_steps(Device::cpu(), 2);
-  compare(a, b);
+  const StepLog truth = run_steps(Device::cpu(), 1, DType::F64);
+  const StepLog a = run_steps(Device::cpu(), 1);
+  const StepLog b = run_steps(Device::cpu(), 1);
+  compare(a, b, truth);
 }
 
 // Determinism of the study's step on the GPU: the Koch convolutions (implicit GEMM,
