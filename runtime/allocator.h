@@ -8,6 +8,13 @@
 // allocation retried once. Setting MN_CUDA_NO_CACHE=1 in the environment turns
 // caching off (every free is a cudaFree), which is what compute-sanitizer needs
 // to see use-after-free errors.
+//
+// One stream, by design: every kernel and copy of the library is queued on
+// cuda::stream() (runtime/cuda_check.h), a fixed stream no caller can change, so
+// a block freed on the host can be handed out again at once: any work that still
+// reads it is queued before any work that writes it next. A second stream would
+// need an event recorded on free (PyTorch's recordStream); there is no API that
+// queues library work elsewhere, so none is needed.
 #pragma once
 #include <cstddef>
 #include <cstdint>

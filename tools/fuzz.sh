@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets of fuzz/ with clang (ASan + UBSan, CPU only) in
-# build-fuzz/ and fuzzes TARGET (png pgm idx csv lake safetensors, or all) for
+# build-fuzz/ and fuzzes TARGET (png pgm idx csv lake safetensors config flags, or all) for
 # SECONDS each, starting from the seed corpus fuzz/corpus/TARGET. New inputs go
 # to build-fuzz/fuzz/run/TARGET/corpus, crashes to .../artifacts; the last line
 # of each target's log (executions, coverage) is printed. MN_FUZZ_BUILD_DIR=DIR
@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target="${1:-}"; secs="${2:-60}"
-all="png pgm idx csv lake safetensors"
+all="png pgm idx csv lake safetensors config flags"
 [[ -n "$target" ]] || { sed -n '2,9p' "$0"; exit 2; }
 [[ "$target" == all ]] && target="$all"
 for t in $target; do
