@@ -17,6 +17,7 @@
 #include "experiments/common/harness_internal.h"
 #include "kernels/gemm_config.h"
 #include "nn/module.h"
+#include "runtime/determinism.h"
 #include "runtime/error.h"
 
 namespace mn::exp {
@@ -59,6 +60,9 @@ void declare_harness_flags(Flags& f, const Study& st) {
   if (st.can_evaluate()) f.add_string("evaluate", "", "only evaluate this checkpoint (written by this study)");
   f.add_bool("tf32", false, "GPU: float32 convolutions and matrix products on TF32 tensor cores (inputs "
              "rounded to a 10-bit mantissa, as PyTorch's cuDNN default); also MN_ALLOW_TF32=1");
+  f.add_bool("deterministic", false, "GPU: refuse the ops whose CUDA kernels add with float atomics (index_add, "
+             "scatter_add, the gradient of losses over mined tuples, gradient clipping), so two runs from one "
+             "seed give identical weights (runtime/determinism.h); also MN_DETERMINISTIC=1");
 }
 
 // The stored value as flag text (what a config file would hold).
@@ -266,6 +270,8 @@ int run_study(std::unique_ptr<Study> study, int argc, char** argv) {
     } catch (const Error& e) {
       throw UsageError(e);
     }
+    if (f.user_set("deterministic")) set_deterministic(f.flag("deterministic"));
+    else if (deterministic()) f.set("deterministic", "true", Flags::Origin::Preset, "MN_DETERMINISTIC");
     if (f.user_set("tf32")) kernels::set_allow_tf32(f.flag("tf32"));
     else if (kernels::allow_tf32()) f.set("tf32", "true", Flags::Origin::Preset, "MN_ALLOW_TF32");
     std::printf("%s on %s%s\n", prog.c_str(), device_name(device).c_str(),

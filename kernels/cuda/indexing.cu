@@ -8,6 +8,7 @@
 #include "kernels/indexing.h"
 #include "runtime/allocator.h"
 #include "runtime/cuda_check.h"
+#include "runtime/determinism.h"
 
 namespace mn::kernels {
 
@@ -171,6 +172,7 @@ void index_add_cuda(const T* g, int64_t outer, int64_t k, int64_t inner, const i
                     int64_t n, T* out) {
   const int64_t total = outer * k * inner;
   if (total == 0) return;
+  check_deterministic("index_add", "adds with float atomics in an order that varies");
   index_add_kernel<T><<<cuda::grid_for(total, kThreads), kThreads, 0, cuda::stream()>>>(g, k, inner, idx, n, out, total, cuda::device_report());
   CUDA_CHECK_LAUNCH("index_add_kernel");
 }
@@ -187,6 +189,7 @@ template <typename T>
 void scatter_add_cuda(T* out, const StridedIndexer& oi, int64_t out_dim_stride, int64_t dim_size,
                       const int64_t* idx, const T* src, const StridedIndexer& si, int64_t m) {
   if (m == 0) return;
+  check_deterministic("scatter_add", "adds with float atomics in an order that varies");
   scatter_add_kernel<T><<<cuda::grid_for(m, kThreads), kThreads, 0, cuda::stream()>>>(out, oi, out_dim_stride, dim_size, idx, src, si, m, cuda::device_report());
   CUDA_CHECK_LAUNCH("scatter_add_kernel");
 }

@@ -12,6 +12,7 @@
 #include "kernels/cuda/distance_math.cuh"
 #include "kernels/losses.h"
 #include "runtime/cuda_check.h"
+#include "runtime/determinism.h"
 #include "runtime/tensor.h"
 
 namespace mn::kernels {
@@ -347,6 +348,9 @@ void loss_apply_grad_cuda(int64_t N, int64_t D, const TermRows<T>& rows, const T
                           const T* wn, const T* grad_out, const T* stats, T extra, T* ga,
                           T* gp, T* gn) {
   const bool indexed = rows.ia || rows.ip || rows.in;
+  if (indexed)
+    check_deterministic("the gradient of a loss over mined tuples",
+                        "adds each tuple's rows with float atomics in an order that varies");
   apply_grad_kernel<T><<<cuda::grid_for(N * D), 256, 0, cuda::stream()>>>(
       N, D, rows, wp, wn, grad_out, stats, extra, ga, gp, gn, indexed);
   CUDA_CHECK_LAUNCH("apply_grad_kernel");

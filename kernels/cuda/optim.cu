@@ -10,6 +10,7 @@
 
 #include "kernels/optim.h"
 #include "runtime/cuda_check.h"
+#include "runtime/determinism.h"
 
 namespace mn::kernels {
 
@@ -152,6 +153,7 @@ template <typename T>
 void grad_sumsq_cuda(const MultiTensorDesc* descs, const MultiTensorChunk* chunks,
                      int64_t nchunks, double* sumsq) {
   if (nchunks == 0) return;
+  check_deterministic("gradient-norm clipping", "sums the blocks' squares with float atomics in an order that varies");
   sumsq_kernel<T><<<blocks_for(nchunks), kThreads, 0, mn::cuda::stream()>>>(descs, chunks,
                                                                             nchunks, sumsq);
   CUDA_CHECK_LAUNCH("sumsq_kernel");

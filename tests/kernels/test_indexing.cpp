@@ -7,6 +7,7 @@
 
 #include "kernels/indexing.h"
 #include "kernels/join.h"
+#include "runtime/determinism.h"
 #include "tests/common/test_util.h"
 
 using namespace mn;
@@ -191,4 +192,18 @@ TEST(IndexingCuda, BadIndicesAreReportedAtTheNextSync) {
   // Valid indices after the reports: the right values.
   EXPECT_TRUE(test::all_close(K::index_select(x.cpu(), 1, Tensor::from_vector<int64_t>({4, 0}, {2})),
                               K::index_select(x, 1, idx({4, 0}, {2})).cpu(), 0, 0));
+}
+
+// Deterministic mode refuses the CUDA ops that add with float atomics, before any launch;
+// the CPU versions (fixed order) still run.
+TEST(IndexingCuda, DeterministicModeRefusesAtomicScatters) {
+  MN_SKIP_IF_NO_CUDA();
+  const bool saved = deterministic();
+  set_deterministic(true);
+  const Device d = Device::cuda();
+  const Tensor idx = Tensor::from_vector<int64_t>({0, 2}, {2});
+  const Tensor g = Tensor::ones({4, 2}, DType::F32);
+  EXPECT_THROW(K::index_add({4, 5}, 1, idx.to(d), g.to(d)), Error);
+  EXPECT_NO_THROW(K::index_add({4, 5}, 1, idx, g));
+  set_deterministic(saved);
 }
