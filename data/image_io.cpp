@@ -3,9 +3,13 @@
 // for the pixel convention.
 #define STB_IMAGE_IMPLEMENTATION
 #define STBI_ONLY_PNG
-#define STBI_ONLY_PNM
 #define STBI_ONLY_JPEG
 #define STBI_ONLY_BMP
+// Not STBI_ONLY_PNM: our own parser reads PGM (P2/P5); stb_image's PNM loader
+// reads past its buffer on a 16-bit colour PPM (P6 with maxval > 255) when asked
+// for one channel (it converts the 16-bit pixels with its 8-bit routine; found by
+// fuzz/fuzz_png under ASan, 2026-11-26, seed kept in fuzz/corpus/png). PPM is no
+// study's format: it is refused as an unknown image type.
 // stb_image calls memcpy(NULL, src, 0) for a PNG whose first IDAT chunk is
 // empty (legal PNG; found by fuzz/fuzz_png under UBSan: a null argument to
 // memcpy is undefined behaviour even for 0 bytes). Debian's stb_image.h is not
