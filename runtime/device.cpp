@@ -65,6 +65,17 @@ Device parse_device(const std::string& s) {
   MN_THROW("parse_device: '", s, "' is not a device (expected cpu, cuda or cuda:N)");
 }
 
+int cuda_current_device() {
+#ifdef MN_WITH_CUDA
+  if (cuda_device_count() == 0) return -1;
+  int cur = -1;
+  CUDA_CHECK(cudaGetDevice(&cur));
+  return cur;
+#else
+  return -1;
+#endif
+}
+
 CudaDeviceScope::CudaDeviceScope(Device d) {
 #ifdef MN_WITH_CUDA
   // No such device (or none at all): nothing to switch to; the op's own check

@@ -35,6 +35,10 @@ Device parse_device(const std::string& s);
 // point where device-side error reports (a bad index) are raised as mn::Error.
 void synchronize(Device d);
 
+// The calling thread's current CUDA device; -1 when there is none (no CUDA build,
+// driver or device).
+int cuda_current_device();
+
 // Makes a CUDA device current for a scope and restores the caller's device on exit
 // (c10::cuda::CUDAGuard's role). Every CUDA entry point of the library runs inside
 // one for the device of the tensors it touches (runtime/dispatch.h's

@@ -8,8 +8,11 @@
 
 #include <string>
 
+#include "kernels/gemm.h"
+#include "runtime/device.h"
 #include "runtime/dispatch.h"
 #include "runtime/tensor.h"
+#include "tests/common/test_util.h"
 
 namespace mn {
 namespace {
@@ -124,5 +127,30 @@ TEST(DispatchTest, MissingCudaKernelIsAnErrorNamingOpDtypeAndDevice) {
   }
 }
 
+// The device scope of every CUDA entry point (runtime/device.h, MN_CUDA_BRANCH): ops run
+// on their tensors' device and leave the caller's current device as it was.
+TEST(DeviceScope, NoCurrentDeviceWithoutAGpu) {
+  if (cuda_available()) GTEST_SKIP() << "a CUDA device is present: this tests the no-GPU path";
+  EXPECT_EQ(cuda_current_device(), -1);
+  const CudaDeviceScope scope(Device::cuda(0));  // nothing to switch to: no throw, no effect
+  EXPECT_EQ(cuda_current_device(), -1);
+}
+
+TEST(DeviceScopeCuda, OpsOnTheSecondGpuLeaveTheFirstCurrent) {
+  MN_SKIP_IF_NO_CUDA();
+  if (cuda_device_count() < 2)
+    GTEST_SKIP() << "needs two GPUs (" << cuda_device_count() << " present): the one-GPU case is every other GPU test";
+  ASSERT_EQ(cuda_current_device(), 0);
+  const Device d1 = Device::cuda(1);
+  const Tensor a = test::randn({33, 20}, DType::F32, Device::cpu(), 3);
+  const Tensor b = test::randn({20, 17}, DType::F32, Device::cpu(), 4);
+  const Tensor c = kernels::matmul(a.to(d1), b.to(d1));
+  EXPECT_EQ(c.device(), d1);
+  EXPECT_EQ(cuda_current_device(), 0) << "an op on cuda:1 left cuda:1 current";
+  EXPECT_TRUE(test::all_close(kernels::matmul(a, b), c.cpu(), 1e-4, 1e-4));
+  EXPECT_EQ(cuda_current_device(), 0);
+}
+
 }  // namespace
 }  // namespace mn
+
