@@ -134,11 +134,36 @@ GrayImage decode_pgm(const uint8_t* bytes, size_t n, const std::string& name) {
   return img;
 }
 
+namespace {
+bool is_png(const uint8_t* b, size_t n) {
+  static const uint8_t kSig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  return n >= 8 && std::memcmp(b, kSig, 8) == 0;
+}
+
+// stb_image grows its buffer to a chunk's declared length before it reads the chunk,
+// so an 82-byte PNG that declares a 2 GiB IDAT chunk made it allocate 2 GiB (found by
+// fuzz/fuzz_png, 2026-11-26). Every chunk up to IEND must fit in the file: length,
+// type, data and CRC.
+void check_png_chunks(const uint8_t* b, size_t n, const std::string& name) {
+  size_t off = 8;
+  while (n - off >= 12) {
+    const uint64_t len = (uint64_t(b[off]) << 24) | (uint64_t(b[off + 1]) << 16) | (uint64_t(b[off + 2]) << 8) |
+                         uint64_t(b[off + 3]);
+    const std::string type(reinterpret_cast<const char*>(b + off + 4), 4);
+    MN_DATA_CHECK(len + 12 <= n - off, "decode_image: '", name, "': corrupt or truncated PNG (chunk '", type,
+                  "' at byte ", off, " declares ", len, " bytes of data, the file has ", n - off - 12, " left)");
+    off += 12 + static_cast<size_t>(len);
+    if (type == "IEND") break;
+  }
+}
+}  // namespace
+
 GrayImage decode_gray_image(const uint8_t* bytes, size_t n, const std::string& name) {
   MN_DATA_CHECK(n > 0, "decode_image: '", name, "' is empty (0 bytes): replace it with the image");
   if (is_pgm(bytes, n)) return decode_pgm(bytes, n, name);
   MN_DATA_CHECK(n <= static_cast<size_t>(INT32_MAX), "decode_image: '", name,
                 "' is larger than 2 GiB: not an image this library reads");
+  if (is_png(bytes, n)) check_png_chunks(bytes, n, name);
   int w = 0, h = 0, comp = 0;
   // Refuse absurd sizes from the header before stb allocates for them: a
   // 100-byte file may claim 16384 x 16384 pixels (found by fuzzing).

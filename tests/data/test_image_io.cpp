@@ -112,6 +112,16 @@ TEST(DataImageIO, BadInputNamesFileAndProblem) {
   // on it (fuzz/fuzz_png under ASan); PPM is now refused as an unknown type.
   write_text(d / "p6.ppm", std::string("P6\n2\n2\v444\v2", 12));
   EXPECT_MN_ERROR(read_gray_image(d / "p6.ppm"), "p6.ppm", "corrupt or truncated");
+  // An 8x8 PNG whose second chunk declares 1.2 GB: stb_image allocated 2 GiB for it
+  // (fuzz/fuzz_png); every chunk must now fit in the file.
+  {
+    std::vector<uint8_t> c(bytes.begin(), bytes.begin() + 33);  // signature + IHDR
+    const uint8_t idat[12] = {0x49, 0x48, 0x44, 0x41, 'I', 'D', 'A', 'T', 0, 0, 0, 0};
+    c.insert(c.end(), idat, idat + 12);
+    std::ofstream f(d / "bigchunk.png", std::ios::binary);
+    f.write(reinterpret_cast<const char*>(c.data()), static_cast<std::streamsize>(c.size()));
+  }
+  EXPECT_MN_ERROR(read_gray_image(d / "bigchunk.png"), "bigchunk.png", "corrupt or truncated PNG");
 }
 
 TEST(DataImageIO, RealOmniglotPngIsBinary105) {
