@@ -3,13 +3,12 @@
 // for the pixel convention.
 #define STB_IMAGE_IMPLEMENTATION
 #define STBI_ONLY_PNG
-#define STBI_ONLY_JPEG
-#define STBI_ONLY_BMP
-// Not STBI_ONLY_PNM: our own parser reads PGM (P2/P5); stb_image's PNM loader
-// reads past its buffer on a 16-bit colour PPM (P6 with maxval > 255) when asked
-// for one channel (it converts the 16-bit pixels with its 8-bit routine; found by
-// fuzz/fuzz_png under ASan, 2026-11-26, seed kept in fuzz/corpus/png). PPM is no
-// study's format: it is refused as an unknown image type.
+// PNG only: our own parser reads PGM (P2/P5), and no study reads another format.
+// The other loaders of Debian's stb_image failed under fuzz/fuzz_png (2026-11-26,
+// inputs kept in fuzz/corpus/png): the PNM loader read past its buffer on a 16-bit
+// colour PPM asked for one channel (ASan), the JPEG loader wrote past a Huffman
+// table when a DHT segment's counts sum to more than 256 (UBSan). Anything that is
+// neither PNG nor PGM is refused by name before stb_image sees it.
 // stb_image calls memcpy(NULL, src, 0) for a PNG whose first IDAT chunk is
 // empty (legal PNG; found by fuzz/fuzz_png under UBSan: a null argument to
 // memcpy is undefined behaviour even for 0 bytes). Debian's stb_image.h is not
@@ -163,7 +162,9 @@ GrayImage decode_gray_image(const uint8_t* bytes, size_t n, const std::string& n
   if (is_pgm(bytes, n)) return decode_pgm(bytes, n, name);
   MN_DATA_CHECK(n <= static_cast<size_t>(INT32_MAX), "decode_image: '", name,
                 "' is larger than 2 GiB: not an image this library reads");
-  if (is_png(bytes, n)) check_png_chunks(bytes, n, name);
+  MN_DATA_CHECK(is_png(bytes, n), "decode_image: '", name,
+                "' is neither a PNG nor a PGM (P2/P5) image, the two formats this reader decodes");
+  check_png_chunks(bytes, n, name);
   int w = 0, h = 0, comp = 0;
   // Refuse absurd sizes from the header before stb allocates for them: a
   // 100-byte file may claim 16384 x 16384 pixels (found by fuzzing).

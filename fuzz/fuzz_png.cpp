@@ -1,5 +1,6 @@
-// libFuzzer target: image decoding through stb_image (PNG, also JPEG/BMP/PNM
-// as the library enables them) with the 1-channel request data/ uses.
+// libFuzzer target: image decoding as data/ does it (data::decode_gray_image: PNG
+// through stb_image with the 1-channel request, PGM through our parser; anything
+// else refused before stb_image sees it).
 #include "data/image_io.h"
 #include "fuzz/fuzz_common.h"
 

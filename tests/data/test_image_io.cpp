@@ -109,9 +109,14 @@ TEST(DataImageIO, BadInputNamesFileAndProblem) {
   EXPECT_MN_ERROR(read_gray_image(d / "huge2.pgm"), "huge2.pgm", "truncated");
   EXPECT_MN_ERROR(load_image_u8(d / "ok.png", 105, 105), "ok.png", "wrong image size");
   // A 16-bit colour PPM (P6, maxval 444): stb_image's PNM loader read past its buffer
-  // on it (fuzz/fuzz_png under ASan); PPM is now refused as an unknown type.
+  // on it (fuzz/fuzz_png under ASan); a JPEG whose Huffman table has more than 256
+  // codes: its JPEG loader wrote past the table (UBSan). Both are refused by name now.
   write_text(d / "p6.ppm", std::string("P6\n2\n2\v444\v2", 12));
-  EXPECT_MN_ERROR(read_gray_image(d / "p6.ppm"), "p6.ppm", "corrupt or truncated");
+  EXPECT_MN_ERROR(read_gray_image(d / "p6.ppm"), "p6.ppm", "neither a PNG nor a PGM");
+  const unsigned char jpg[27] = {0xff, 0xff, 0xff, 0xd8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                 0xc4, 0xff, 0xff, 0x00, 0x94, 0x08, 0x00, 0x00, 0x47, 0x02, 0x00, 0x29, 0x24};
+  write_text(d / "dht.jpg", std::string(reinterpret_cast<const char*>(jpg), sizeof jpg));
+  EXPECT_MN_ERROR(read_gray_image(d / "dht.jpg"), "dht.jpg", "neither a PNG nor a PGM");
   // An 8x8 PNG whose second chunk declares 1.2 GB: stb_image allocated 2 GiB for it
   // (fuzz/fuzz_png); every chunk must now fit in the file.
   {
