@@ -145,12 +145,13 @@ bool is_png(const uint8_t* b, size_t n) {
 // type, data and CRC.
 void check_png_chunks(const uint8_t* b, size_t n, const std::string& name) {
   size_t off = 8;
-  while (n - off >= 12) {
+  while (n - off >= 8) {  // a chunk's length and type are there: the rest must be too
     const uint64_t len = (uint64_t(b[off]) << 24) | (uint64_t(b[off + 1]) << 16) | (uint64_t(b[off + 2]) << 8) |
                          uint64_t(b[off + 3]);
     const std::string type(reinterpret_cast<const char*>(b + off + 4), 4);
     MN_DATA_CHECK(len + 12 <= n - off, "decode_image: '", name, "': corrupt or truncated PNG (chunk '", type,
-                  "' at byte ", off, " declares ", len, " bytes of data, the file has ", n - off - 12, " left)");
+                  "' at byte ", off, " declares ", len, " bytes of data and a 4-byte CRC, the file has ", n - off - 8,
+                  " bytes left)");
     off += 12 + static_cast<size_t>(len);
     if (type == "IEND") break;
   }

@@ -121,8 +121,8 @@ TEST(DataImageIO, BadInputNamesFileAndProblem) {
   // (fuzz/fuzz_png); every chunk must now fit in the file.
   {
     std::vector<uint8_t> c(bytes.begin(), bytes.begin() + 33);  // signature + IHDR
-    const uint8_t idat[12] = {0x49, 0x48, 0x44, 0x41, 'I', 'D', 'A', 'T', 0, 0, 0, 0};
-    c.insert(c.end(), idat, idat + 12);
+    const uint8_t idat[9] = {0x49, 0x48, 0x44, 0x41, 'I', 'D', 'A', 'T', 0};  // length, type, 1 byte (as the 2nd input)
+    c.insert(c.end(), idat, idat + 9);
     std::ofstream f(d / "bigchunk.png", std::ios::binary);
     f.write(reinterpret_cast<const char*>(c.data()), static_cast<std::streamsize>(c.size()));
   }
