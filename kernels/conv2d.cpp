@@ -2,6 +2,8 @@
 // (kernels/cpu/conv2d.cpp, kernels/cuda/conv2d.cu).
 #include "kernels/conv2d.h"
 
+#include <atomic>
+
 #include "runtime/dispatch.h"
 
 namespace mn::kernels {
@@ -40,8 +42,16 @@ std::string conv2d_geom_str(const Conv2dGeom& g) {
 }
 
 namespace {
-Conv2dAlgo resolve(Conv2dAlgo a) { return a == Conv2dAlgo::Default ? Conv2dAlgo::Gemm : a; }
+std::atomic<int> g_default_algo{static_cast<int>(Conv2dAlgo::Gemm)};
+Conv2dAlgo resolve(Conv2dAlgo a) { return a == Conv2dAlgo::Default ? default_conv2d_algo() : a; }
 }  // namespace
+
+void set_default_conv2d_algo(Conv2dAlgo a) {
+  MN_CHECK(a == Conv2dAlgo::Direct || a == Conv2dAlgo::Gemm,
+           "set_default_conv2d_algo: expected Direct or Gemm, got ", static_cast<int>(a));
+  g_default_algo.store(static_cast<int>(a));
+}
+Conv2dAlgo default_conv2d_algo() { return static_cast<Conv2dAlgo>(g_default_algo.load()); }
 
 Tensor conv2d_forward(const Tensor& x_, const Tensor& w_, const Tensor& b_,
                       const Conv2dParams& p) {

@@ -13,13 +13,16 @@
 //   Gemm   (1): CPU: im2col per image + our gemm_cpu, images spread over the thread
 //               pool (per-thread column buffers; per-chunk weight-gradient partials
 //               reduced in a fixed order, so results are deterministic).
-//               CUDA: implicit GEMM with 64x64x16 shared-memory tiles, 4x4 outputs
-//               per thread; backward-weight splits the N*P*Q reduction over
-//               blocks and reduces the partials in a second, fixed-order pass.
+//               CUDA: implicit GEMM (float: 128x128, 64x256 or 64x128 tiles of 8-deep
+//               k-slices; double: 64x64x16), stride-1 backward-data as the forward
+//               GEMM of dy and flipped weights; backward-weight splits the N*P*Q
+//               reduction over blocks and reduces the partials in a second,
+//               fixed-order pass (kernels/cuda/conv2d.cu).
 //               For float with kernels::allow_tf32() on (kernels/gemm_config.h),
 //               the same implicit GEMM runs on TF32 tensor cores (64x128x16
 //               tiles, WMMA; sm_80+); double and the CPU are never affected.
-//   Default resolves to Gemm.
+//   Default resolves to Gemm, or to what set_default_conv2d_algo() chose (a test
+//   that measures how accurate textbook float32 loops are on a whole network).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -29,6 +32,10 @@
 namespace mn::kernels {
 
 enum class Conv2dAlgo : int { Direct = 0, Gemm = 1, Default = 2 };
+
+// What Conv2dAlgo::Default means, process-wide (Gemm unless changed).
+void set_default_conv2d_algo(Conv2dAlgo a);
+Conv2dAlgo default_conv2d_algo();
 
 struct Conv2dParams {
   int64_t stride_h = 1, stride_w = 1;

@@ -79,6 +79,31 @@ class Fp32Scope {
 // True while this thread holds an Fp32Scope.
 bool fp32_forced();
 
+// Three CUDA speed-ups that can be switched off for before/after measurements (the
+// GPU benches run both settings in one session) and as a way around a suspected
+// kernel bug; both change only the order of float additions, never what is summed.
+//   split-K    a float/double GEMM with too few 128x128 output tiles to fill the GPU
+//              (the Koch dense layer: 150 x 4096 outputs, 64 tiles, K = 9216) runs as
+//              s GEMMs over K / s each into a scratch buffer, then a second kernel
+//              sums the s partials in a fixed order (deterministic). Off with
+//              MN_CUDA_SPLIT_K=0.
+//   flip       a stride-1 conv2d backward-data runs as the forward implicit GEMM of dy
+//              with the weights flipped (r, s -> R-1-r, S-1-s) and transposed (k <-> c)
+//              into a scratch tensor: the forward's cheaper index decodes instead of
+//              the backward gather's stride arithmetic. Off with MN_CONV_BWD_FLIP=0.
+//   wide tile  the FP32 implicit-GEMM convolution of 64 or fewer output rows (Koch's
+//              layer 1 forward, layer 2 backward-data) with many columns uses 64 x 256
+//              tiles instead of 64 x 128 (kernels/cuda/conv2d.cu). Off with
+//              MN_CONV_WIDE_TILE=0.
+// Read once from the environment (default on), then set_cuda_speedups() changes them.
+struct CudaSpeedups {
+  bool split_k = true;
+  bool conv_bwd_data_flip = true;
+  bool conv_wide_tile = true;
+};
+CudaSpeedups cuda_speedups();
+void set_cuda_speedups(const CudaSpeedups& s);
+
 #ifdef MN_WITH_CUDA
 // Throws (naming `op` and the device) unless the current CUDA device can run the
 // TF32 kernels (compute capability >= 8.0). Cached per device; defined in gemm.cu.

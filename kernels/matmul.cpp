@@ -37,6 +37,28 @@ Fp32Scope::~Fp32Scope() { --t_fp32_depth; }
 bool fp32_forced() { return t_fp32_depth > 0; }
 bool allow_tf32() { return tf32_flag().load(); }
 
+namespace {
+bool env_on(const char* name) {  // unset or anything but "0": on
+  const char* e = std::getenv(name);
+  return e == nullptr || std::strcmp(e, "0") != 0;
+}
+std::atomic<bool> g_split_k{env_on("MN_CUDA_SPLIT_K")};
+std::atomic<bool> g_conv_flip{env_on("MN_CONV_BWD_FLIP")};
+std::atomic<bool> g_conv_wide{env_on("MN_CONV_WIDE_TILE")};
+}  // namespace
+CudaSpeedups cuda_speedups() {
+  CudaSpeedups s;
+  s.split_k = g_split_k.load();
+  s.conv_bwd_data_flip = g_conv_flip.load();
+  s.conv_wide_tile = g_conv_wide.load();
+  return s;
+}
+void set_cuda_speedups(const CudaSpeedups& s) {
+  g_split_k.store(s.split_k);
+  g_conv_flip.store(s.conv_bwd_data_flip);
+  g_conv_wide.store(s.conv_wide_tile);
+}
+
 void set_cuda_gemm_variant(CudaGemmVariant v) {
   MN_CHECK(v == CudaGemmVariant::Naive || v == CudaGemmVariant::Tiled ||
                v == CudaGemmVariant::TensorCoreTF32,

@@ -9,11 +9,14 @@
 //             (zero for padding) and scatters C back:
 //               forward          M = K, Ncols = N*P*Q, Kd = C*R*S (A = weight, B = im2col(x))
 //               backward-data    M = C, Ncols = N*H*W, Kd = K*R*S (A = weight^T, B = "col(dy)")
+//                                with stride 1: the forward op on dy and the weights
+//                                flipped and transposed (conv_flip_weights), padding
+//                                dh*(R-1) - ph (CudaSpeedups in kernels/gemm_config.h)
 //               backward-weight  M = K, Ncols = C*R*S, Kd = N*P*Q (A = dy, B = im2col(x)^T)
-//             float (igemm_big_kernel): BM x 128 outputs per 256-thread block (BM =
-//             128, or 64 when M <= 64), 8-deep K slices double-buffered in shared
-//             memory with the next slice gathered into registers during the FMAs;
-//             each thread accumulates (BM/16) x 8 outputs read as float4. double
+//             float (igemm_big_kernel): BM x BN outputs per 256-thread block (128 x
+//             128; 64 x 256 or 64 x 128 when M <= 64), 8-deep K slices double-buffered
+//             in shared memory with the next slice gathered into registers during the
+//             FMAs; each thread accumulates (BM/16) x (BN/16) outputs read as float4. double
 //             (igemm_kernel, the float64 oracle path): 64 x 64 tiles, 16-deep
 //             slices, a 4 x 4 register tile at rows ty + 16 i, columns tx + 16 j.
 //             Each thread loads a fixed B column, so the column's index decode is
@@ -163,6 +166,18 @@ __global__ void conv_bwd_bias(G g, const T* __restrict__ dy, T* __restrict__ db)
     __syncthreads();
   }
   if (threadIdx.x == 0) db[k] = red[0];
+}
+
+// wf[c, k, rs] = w[k, c, RS-1-rs]: the weights of a stride-1 backward-data run as a
+// forward convolution (reversing the flattened rs index flips both r and s).
+template <typename T>
+__global__ void conv_flip_weights(const T* __restrict__ w, T* __restrict__ wf, int K, int C, int RS,
+                                  int64_t total) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int rs = int(i % RS), k = int((i / RS) % K), c = int(i / (int64_t(RS) * K));
+    wf[i] = w[(int64_t(k) * C + c) * RS + (RS - 1 - rs)];
+  }
 }
 
 // ========================= version 1: implicit GEMM ===========================
@@ -344,24 +359,29 @@ __global__ void __launch_bounds__(NT) igemm_kernel(Op op, int M, int ncols, int 
 }
 
 // ---- float32: larger tiles, register prefetch, vector shared-memory reads -----------
-// The same implicit GEMM for float in FP32 with BM x 128 outputs per 256-thread block
-// (BM = 128, or 64 when M <= 64), BK = 8: each thread accumulates (BM/16) x 8
-// outputs at rows ty*4 + {0..3} (+ 64) and columns tx*4 + {0..3} (+ 64), read from
-// shared memory as float4 (16 FMAs per 16-byte read instead of 2 per 4-byte read
-// in igemm_kernel). The next k-tile is gathered into registers while this one is
-// multiplied (double-buffered shared memory, one barrier per k-tile). A is stored
-// k-major with 4 floats of padding per row, so the gather's transposed stores are
-// conflict-free.
+// The same implicit GEMM for float in FP32 with BM x BN outputs per 256-thread block
+// (BM x BN = 128 x 128, or 64 x 256 when M <= 64 and there are many columns, or
+// 64 x 128 for few), BK = 8: each thread accumulates (BM/16) x (BN/16) outputs at rows
+// ty*4 + {0..3} (+ 64) and columns tx*4 + {0..3} + 64 q, read from shared memory as
+// float4 (16 FMAs per 16-byte read instead of 2 per 4-byte read in igemm_kernel). The
+// 64 x 256 tile keeps a 64-row problem (Koch's layer 1 forward, layer 2 backward-data)
+// at the 128 x 128 tile's 4 FMAs per shared-memory float instead of the 64 x 128
+// tile's 2.7. The next k-tile is gathered into registers while this one is multiplied
+// (double-buffered shared memory, one barrier per k-tile). A is stored k-major with 4
+// floats of padding per row, so the gather's transposed stores are conflict-free.
 namespace big {
-constexpr int BN = 128, BK = 8, NT = 256, PAD = 4;
+constexpr int BK = 8, NT = 256, PAD = 4;
 }  // namespace big
 
-template <typename Op, int BM>
+template <typename Op, int BM, int BN>
 __global__ void __launch_bounds__(big::NT) igemm_big_kernel(Op op, int M, int ncols, int Kd, int k_split) {
-  static_assert(BM == 64 || BM == 128, "BM is 64 or 128");
-  constexpr int BN = big::BN, BK = big::BK, TM = BM / 16;  // TM rows per thread: 4 or 8
+  static_assert((BM == 64 || BM == 128) && (BN == 128 || BN == 256) && BM * BN <= 128 * 128,
+                "tiles: 128 x 128, 64 x 128 or 64 x 256");
+  constexpr int BK = big::BK, TM = BM / 16, TN = BN / 16;  // per thread: TM rows, TN columns
   constexpr int LDA = BM + big::PAD;
   constexpr int AL = BM * BK / big::NT;  // A elements gathered per thread: 2 or 4
+  constexpr int BL = BN * BK / big::NT;  // B elements gathered per thread: 4 or 8
+  constexpr int BSTEP = big::NT / BN;    // row step between a thread's B elements: 2 or 1
   __shared__ __align__(16) float As[2][BK][LDA];
   __shared__ __align__(16) float Bs[2][BK][BN];
   const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
@@ -371,11 +391,11 @@ __global__ void __launch_bounds__(big::NT) igemm_big_kernel(Op op, int M, int nc
 
   // Gather roles. A: k = ak (8 consecutive threads on consecutive k of one row, as A
   // rows are contiguous in k), rows am + 32 i. B: one fixed column bn per thread
-  // (decode hoisted), rows bk + 2 i.
+  // (decode hoisted), rows bk + BSTEP i.
   const int ak = tid % BK, am = tid / BK;
   const int bn = tid % BN, bk = tid / BN;
   const typename Op::Col bcol = op.col(n0 + bn, ncols);
-  float ra[AL], rb[4];
+  float ra[AL], rb[BL];
   auto gather = [&](int kt) {
     const int ka = kt + ak;
 #pragma unroll
@@ -384,8 +404,8 @@ __global__ void __launch_bounds__(big::NT) igemm_big_kernel(Op op, int M, int nc
       ra[i] = (m < M && ka < kend) ? op.a(m, ka) : 0.f;
     }
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int kb = kt + bk + 2 * i;
+    for (int i = 0; i < BL; ++i) {
+      const int kb = kt + bk + BSTEP * i;
       rb[i] = (bcol.valid && kb < kend) ? op.bval(kb, bcol) : 0.f;
     }
   };
@@ -393,14 +413,14 @@ __global__ void __launch_bounds__(big::NT) igemm_big_kernel(Op op, int M, int nc
 #pragma unroll
     for (int i = 0; i < AL; ++i) As[buf][ak][am + 32 * i] = ra[i];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) Bs[buf][bk + 2 * i][bn] = rb[i];
+    for (int i = 0; i < BL; ++i) Bs[buf][bk + BSTEP * i][bn] = rb[i];
   };
 
-  float acc[TM][8];
+  float acc[TM][TN];
 #pragma unroll
   for (int i = 0; i < TM; ++i)
 #pragma unroll
-    for (int j = 0; j < 8; ++j) acc[i][j] = 0.f;
+    for (int j = 0; j < TN; ++j) acc[i][j] = 0.f;
 
   if (kbeg < kend) {
     gather(kbeg);
@@ -413,21 +433,21 @@ __global__ void __launch_bounds__(big::NT) igemm_big_kernel(Op op, int M, int nc
     if (more) gather(kt + BK);  // global -> registers, overlapping the FMAs below
 #pragma unroll
     for (int kk = 0; kk < BK; ++kk) {
-      float a[TM], b[8];
-      const float4 a0 = *reinterpret_cast<const float4*>(&As[cur][kk][ty * 4]);
-      a[0] = a0.x, a[1] = a0.y, a[2] = a0.z, a[3] = a0.w;
-      if constexpr (TM == 8) {
-        const float4 a1 = *reinterpret_cast<const float4*>(&As[cur][kk][64 + ty * 4]);
-        a[4] = a1.x, a[5] = a1.y, a[6] = a1.z, a[7] = a1.w;
+      float a[TM], b[TN];
+#pragma unroll
+      for (int h = 0; h < TM / 4; ++h) {
+        const float4 v = *reinterpret_cast<const float4*>(&As[cur][kk][64 * h + ty * 4]);
+        a[4 * h] = v.x, a[4 * h + 1] = v.y, a[4 * h + 2] = v.z, a[4 * h + 3] = v.w;
       }
-      const float4 b0 = *reinterpret_cast<const float4*>(&Bs[cur][kk][tx * 4]);
-      const float4 b1 = *reinterpret_cast<const float4*>(&Bs[cur][kk][64 + tx * 4]);
-      b[0] = b0.x, b[1] = b0.y, b[2] = b0.z, b[3] = b0.w;
-      b[4] = b1.x, b[5] = b1.y, b[6] = b1.z, b[7] = b1.w;
+#pragma unroll
+      for (int q = 0; q < TN / 4; ++q) {
+        const float4 v = *reinterpret_cast<const float4*>(&Bs[cur][kk][64 * q + tx * 4]);
+        b[4 * q] = v.x, b[4 * q + 1] = v.y, b[4 * q + 2] = v.z, b[4 * q + 3] = v.w;
+      }
 #pragma unroll
       for (int i = 0; i < TM; ++i)
 #pragma unroll
-        for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+        for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
     }
     if (more) stash(cur ^ 1);  // that buffer was last read before the previous barrier
     __syncthreads();
@@ -435,15 +455,25 @@ __global__ void __launch_bounds__(big::NT) igemm_big_kernel(Op op, int M, int nc
   }
 
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    const typename Op::Col c = op.col(n0 + (j < 4 ? tx * 4 + j : 64 + tx * 4 + j - 4), ncols);
+  for (int j = 0; j < TN; ++j) {
+    const typename Op::Col c = op.col(n0 + 64 * (j / 4) + tx * 4 + j % 4, ncols);
     if (!c.valid) continue;
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
-      const int m = m0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
+      const int m = m0 + 64 * (i / 4) + ty * 4 + i % 4;
       if (m < M) op.store(m, c, acc[i][j], blockIdx.z);
     }
   }
+}
+
+// The FP32 tile for an M x ncols problem: 128 x 128 when M > 64; for M <= 64, 64 x 256
+// when there are enough columns for 4 blocks per SM of a large GPU (132 SMs), else 64 x 128.
+struct BigTile {
+  int bm, bn;
+};
+BigTile big_tile(int M, int ncols) {
+  if (M > 64) return {128, 128};
+  return {64, cuda_speedups().conv_wide_tile && ncols >= 4 * 132 * 256 ? 256 : 128};
 }
 
 // ---- the same implicit GEMM on TF32 tensor cores (float only) -------------------
@@ -605,13 +635,15 @@ void launch_igemm(const Op& op, int M, int ncols, int Kd, int splits, int k_spli
   }
   MN_CHECK(!tf32, name, ": TF32 requested for a non-float type");
   if constexpr (std::is_same<T, float>::value) {
-    const int bm = M > 64 ? 128 : 64;
-    const dim3 grid((ncols + big::BN - 1) / big::BN, (M + bm - 1) / bm, splits);
+    const BigTile t = big_tile(M, ncols);
+    const dim3 grid((ncols + t.bn - 1) / t.bn, (M + t.bm - 1) / t.bm, splits);
     MN_CHECK(grid.y <= 65535, name, ": too many output-channel tiles (", M, ")");
-    if (bm == 128)
-      igemm_big_kernel<Op, 128><<<grid, big::NT, 0, cuda::stream()>>>(op, M, ncols, Kd, k_split);
+    if (t.bm == 128)
+      igemm_big_kernel<Op, 128, 128><<<grid, big::NT, 0, cuda::stream()>>>(op, M, ncols, Kd, k_split);
+    else if (t.bn == 256)
+      igemm_big_kernel<Op, 64, 256><<<grid, big::NT, 0, cuda::stream()>>>(op, M, ncols, Kd, k_split);
     else
-      igemm_big_kernel<Op, 64><<<grid, big::NT, 0, cuda::stream()>>>(op, M, ncols, Kd, k_split);
+      igemm_big_kernel<Op, 64, 128><<<grid, big::NT, 0, cuda::stream()>>>(op, M, ncols, Kd, k_split);
     CUDA_CHECK_LAUNCH(name);
   } else {  // double: the 64 x 64 kernel (the float64 oracle path of the tests)
     const dim3 grid((ncols + BN - 1) / BN, (M + BM - 1) / BM, splits);
@@ -623,6 +655,20 @@ void launch_igemm(const Op& op, int M, int ncols, int Kd, int splits, int k_spli
 
 }  // namespace
 
+// The forward implicit GEMM of geometry g (also the flipped stride-1 backward-data).
+// (Tried on the H200 and removed: decoding (c, r, s) from a per-call table instead of two
+// multiply-shift divisions per gathered element made no convolution faster and layer 3's
+// forward 30 % slower, the whole step 2 % slower: the gather's index arithmetic is not
+// what bounds these kernels. bench/results/2026-11-26-NVIDIA-H200-speedups.md.)
+template <typename T>
+void launch_forward_igemm(const G& g, const T* x, const T* w, const T* b, T* y, const char* name,
+                          const char* name_tf32) {
+  const int CRS = g.C * g.R * g.S, ncols = g.N * g.P * g.Q;
+  const bool tf32 = use_tf32<T>();
+  FwdOp<T> op{g, x, w, b, y, CRS, g.R * g.S, g.P * g.Q};
+  launch_igemm<T>(op, g.K, ncols, CRS, 1, CRS, tf32, tf32 ? name_tf32 : name);
+}
+
 template <typename T>
 void conv2d_forward_cuda(const Conv2dGeom& geom, const T* x, const T* w, const T* b, T* y,
                          Conv2dAlgo algo) {
@@ -633,11 +679,7 @@ void conv2d_forward_cuda(const Conv2dGeom& geom, const T* x, const T* w, const T
     CUDA_CHECK_LAUNCH("conv_fwd_direct");
     return;
   }
-  FwdOp<T> op{g, x, w, b, y, g.C * g.R * g.S, g.R * g.S, g.P * g.Q};
-  const int ncols = g.N * g.P * g.Q, Kd = g.C * g.R * g.S;
-  const bool tf32 = use_tf32<T>();
-  launch_igemm<T>(op, g.K, ncols, Kd, 1, Kd, tf32,
-                  tf32 ? "conv_fwd_igemm_tf32" : "conv_fwd_igemm");
+  launch_forward_igemm<T>(g, x, w, b, y, "conv_fwd_igemm", "conv_fwd_igemm_tf32");
 }
 
 template <typename T>
@@ -650,9 +692,29 @@ void conv2d_backward_data_cuda(const Conv2dGeom& geom, const T* dy, const T* w, 
     CUDA_CHECK_LAUNCH("conv_bwd_data_direct");
     return;
   }
+  const bool tf32 = use_tf32<T>();
+  // Stride 1 (any dilation): dx is the forward convolution of dy, padded by
+  // dh*(R-1) - ph (and dw*(S-1) - pw), with the weights flipped and transposed
+  // (see CudaSpeedups in kernels/gemm_config.h): dx[h] = sum_r dy[h + ph - r*dh] w[r]
+  // = sum_r' dy[h - pad + r'*dh] w[R-1-r'] with pad = dh*(R-1) - ph. Needs pad >= 0.
+  const int64_t fph = geom.dh * (geom.R - 1) - geom.ph, fpw = geom.dw * (geom.S - 1) - geom.pw;
+  if (cuda_speedups().conv_bwd_data_flip && geom.sh == 1 && geom.sw == 1 && fph >= 0 && fpw >= 0) {
+    int dev = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    const int64_t wtotal = geom.K * geom.C * geom.R * geom.S;
+    Tensor wf = Tensor::empty({geom.C, geom.K, geom.R, geom.S}, dtype_of<T>, Device::cuda(dev));
+    conv_flip_weights<T><<<cuda::grid_for(wtotal), 256, 0, cuda::stream()>>>(
+        w, wf.data<T>(), g.K, g.C, g.R * g.S, wtotal);
+    CUDA_CHECK_LAUNCH("conv_flip_weights");
+    Conv2dGeom fgeom = geom;  // input dy (N, K, P, Q), weights (C, K, R, S), output dx (N, C, H, W)
+    fgeom.C = geom.K, fgeom.H = geom.P, fgeom.W = geom.Q, fgeom.K = geom.C;
+    fgeom.P = geom.H, fgeom.Q = geom.W, fgeom.ph = fph, fgeom.pw = fpw;
+    launch_forward_igemm<T>(to_device_geom(fgeom), dy, wf.data<T>(), nullptr, dx,
+                            "conv_bwd_data_flip_igemm", "conv_bwd_data_flip_igemm_tf32");
+    return;
+  }
   BwdDataOp<T> op{g, dy, w, dx, g.R * g.S, g.H * g.W, g.P * g.Q};
   const int ncols = g.N * g.H * g.W, Kd = g.K * g.R * g.S;
-  const bool tf32 = use_tf32<T>();
   launch_igemm<T>(op, g.C, ncols, Kd, 1, Kd, tf32,
                   tf32 ? "conv_bwd_data_igemm_tf32" : "conv_bwd_data_igemm");
 }
@@ -673,8 +735,8 @@ void conv2d_backward_weight_cuda(const Conv2dGeom& geom, const T* x, const T* dy
   static_assert(tc::BK == BK && big::BK <= BK && BK % big::BK == 0,
                 "the split sizes below are counted in k-tiles of BK, a multiple of every kernel's");
   const bool fp32_big = std::is_same<T, float>::value && !tf32;  // igemm_big_kernel
-  const int bm = tf32 ? tc::BM : fp32_big ? (g.K > 64 ? 128 : 64) : BM;
-  const int bn = tf32 ? tc::BN : fp32_big ? big::BN : BN;
+  const int bm = tf32 ? tc::BM : fp32_big ? big_tile(g.K, CRS).bm : BM;
+  const int bn = tf32 ? tc::BN : fp32_big ? big_tile(g.K, CRS).bn : BN;
   // Enough blocks to fill a large GPU (~4 waves of 132 SMs), each split at least
   // 8 K-tiles long so the partial write-out stays small next to the work.
   const int64_t tiles_xy = int64_t((CRS + bn - 1) / bn) * ((g.K + bm - 1) / bm);

@@ -27,6 +27,11 @@
 //            for float when allow_tf32() is on (variant Tiled) or when selected
 //            explicitly; needs compute capability >= 8.0 (checked on the host;
 //            the kernel body is compiled only for sm_80+).
+// Split-K (Tiled and TensorCoreTF32, unbatched calls; CudaSpeedups in
+// kernels/gemm_config.h): a GEMM whose 128x128 tiles cannot fill the GPU once and whose
+// K is long (the Koch dense layer's forward, 150 x 4096 outputs = 64 tiles, K = 9216)
+// runs as one batched launch over s slices of K into a scratch buffer, then
+// gemm_sum_splits adds the slices in a fixed order (deterministic, no atomics).
 // beta == 0 never reads C.
 #include <cuda_runtime.h>
 #include <mma.h>
@@ -39,6 +44,7 @@
 #include "kernels/cuda/gemm.h"
 #include "kernels/gemm_config.h"
 #include "runtime/cuda_check.h"
+#include "runtime/tensor.h"
 
 namespace mn::kernels {
 namespace {
@@ -477,6 +483,48 @@ bool can_vectorise(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A
   return N % 4 == 0;
 }
 
+// Streaming multiprocessors of the current device (cached per device).
+int sm_count() {
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  static std::atomic<int> cache[64] = {};
+  int n = dev >= 0 && dev < 64 ? cache[dev].load() : 0;
+  if (n == 0) {
+    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    if (dev >= 0 && dev < 64) cache[dev].store(n);
+  }
+  return n;
+}
+
+// How many K-slices a single GEMM runs as (1: no split). Only when its 128 x 128 output
+// tiles cannot fill the GPU once and K is long: the smallest s that gives about two
+// blocks per SM, at most K / 512 (each slice >= 512 deep, so the partials' extra
+// traffic, s*M*N floats, stays small next to the slice's M*N*K/s multiply-adds), with
+// K divisible by s into slices that are multiples of 8 (whole k-tiles, float4 rows).
+int64_t split_k_count(int64_t M, int64_t N, int64_t K) {
+  const int64_t tiles = ((M + 127) / 128) * ((N + 127) / 128);
+  const int64_t sms = sm_count();
+  if (tiles >= sms || K < 1024) return 1;
+  const int64_t want = std::min<int64_t>((2 * sms + tiles - 1) / tiles, K / 512);
+  for (int64_t s = want; s >= 2; --s)
+    if (K % s == 0 && (K / s) % 8 == 0) return s;
+  return 1;
+}
+
+// C = sum over s of part[s] (+ beta * C), summed in a fixed order (deterministic);
+// beta == 0 never reads C.
+template <typename T>
+__global__ void gemm_sum_splits(const T* __restrict__ part, int s, int N, int64_t mn, T beta,
+                                T* __restrict__ C, int64_t ldc) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < mn;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    T acc = part[i];
+    for (int b = 1; b < s; ++b) acc += part[int64_t(b) * mn + i];
+    T& c = C[(i / N) * ldc + i % N];
+    c = beta == T(0) ? acc : acc + beta * c;
+  }
+}
+
 template <typename T>
 void gemm_cuda_impl(const char* op, bool ta, bool tb, int64_t batch, int64_t M, int64_t N,
                     int64_t K, T alpha, const T* A, int64_t lda, int64_t sa, const T* B,
@@ -497,6 +545,22 @@ void gemm_cuda_impl(const char* op, bool ta, bool tb, int64_t batch, int64_t M, 
                     (variant == CudaGemmVariant::TensorCoreTF32 ||
                      (variant == CudaGemmVariant::Tiled && allow_tf32()));
   if (tf32) check_tf32_device(op);
+  if (batch == 1 && variant != CudaGemmVariant::Naive && cuda_speedups().split_k) {
+    if (const int64_t s = split_k_count(M, N, K); s > 1) {
+      // Split-K (CudaSpeedups in kernels/gemm_config.h): s GEMMs over K / s each, as one
+      // batched launch into a scratch buffer (alpha applied there), then a fixed-order sum.
+      const int64_t kc = K / s;
+      int dev = 0;
+      CUDA_CHECK(cudaGetDevice(&dev));
+      Tensor part = Tensor::empty({s, M, N}, dtype_of<T>, Device::cuda(dev));
+      gemm_cuda_impl<T>(op, ta, tb, s, M, N, kc, alpha, A, lda, ta ? kc * lda : kc, B, ldb,
+                        tb ? kc : kc * ldb, T(0), part.template data<T>(), N, M * N);
+      gemm_sum_splits<T><<<mn::cuda::grid_for(M * N), 256, 0, mn::cuda::stream()>>>(
+          part.template data<T>(), int(s), int(N), M * N, beta, C, ldc);
+      CUDA_CHECK_LAUNCH("gemm_sum_splits");
+      return;
+    }
+  }
   const bool vec = can_vectorise(ta, tb, M, N, K, A, lda, sa, B, ldb, sb, C, ldc, sc);
   constexpr int64_t kMaxZ = 65535;
   for (int64_t b0 = 0; b0 < batch; b0 += kMaxZ) {

@@ -12,6 +12,7 @@
 #include "autograd/gradcheck.h"
 #include "autograd/ops_conv.h"
 #include "kernels/conv2d.h"
+#include "kernels/gemm_config.h"
 #include "runtime/cpu_features.h"
 #include "runtime/parallel.h"
 #include "tests/common/test_util.h"
@@ -357,6 +358,92 @@ TEST(Conv2dCuda, ParityKochShapes) {
   expect_parity({6, 64, 48, 48}, {128, 64, 7, 7}, Conv2dParams{}, DType::F32, 1e-4);
   expect_parity({6, 128, 21, 21}, {128, 128, 4, 4}, Conv2dParams{}, DType::F32, 1e-4);
   expect_parity({6, 128, 9, 9}, {256, 128, 4, 4}, Conv2dParams{}, DType::F32, 1e-4);
+}
+
+// Backward-data with stride 1 runs as a forward convolution of dy with flipped weights
+// (CudaSpeedups::conv_bwd_data_flip); both that path and the gather it replaces match
+// the CPU: stride 1 with and without padding, dilation, a padding wider than the
+// kernel reach (dh*(R-1) < ph: the gather runs), more than 64 input channels.
+TEST(Conv2dCuda, BackwardDataFlipOnAndOff) {
+  MN_SKIP_IF_NO_CUDA();
+  const kernels::CudaSpeedups saved = kernels::cuda_speedups();
+  for (bool flip : {true, false}) {
+    kernels::CudaSpeedups s = saved;
+    s.conv_bwd_data_flip = flip;
+    kernels::set_cuda_speedups(s);
+    SCOPED_TRACE(flip ? "flip on" : "flip off");
+    const std::vector<Case> cases = {
+        {{2, 3, 7, 6}, {4, 3, 3, 2}, params(1, 1, 0, 0)},
+        {{2, 3, 9, 8}, {70, 3, 3, 5}, params(1, 1, 1, 2)},
+        {{1, 2, 12, 11}, {3, 2, 3, 2}, params(1, 1, 2, 1, 2, 3)},  // dilation 2 x 3
+        {{2, 2, 6, 5}, {3, 2, 2, 2}, params(1, 1, 2, 1)},          // ph = 2 > dh*(R-1) = 1
+        {{1, 130, 6, 6}, {5, 130, 3, 3}, params(1, 1, 1, 1)},      // C > 64: 128-row tiles
+    };
+    for (const Case& c : cases) {
+      expect_parity(c.x, c.w, c.p, DType::F64, 1e-11);
+      expect_parity(c.x, c.w, c.p, DType::F32, 2e-5);
+    }
+  }
+  kernels::set_cuda_speedups(saved);
+}
+
+// The 64 x 256 tile (>= 135,168 columns and <= 64 rows: here the forward and the
+// backward-data), on and off, with the flipped backward-data on and off. (Koch's
+// layers: KochShapesWithAndWithoutTheSpeedups below.)
+TEST(Conv2dCuda, WideTileOnAndOff) {
+  MN_SKIP_IF_NO_CUDA();
+  const kernels::CudaSpeedups saved = kernels::cuda_speedups();
+  for (int v = 0; v < 4; ++v) {
+    kernels::CudaSpeedups s = saved;
+    s.conv_bwd_data_flip = v & 1;
+    s.conv_wide_tile = v & 2;
+    kernels::set_cuda_speedups(s);
+    SCOPED_TRACE("flip " + std::to_string(v & 1) + ", wide tile " + std::to_string(v >> 1));
+    expect_parity({15, 2, 100, 100}, {8, 2, 3, 3}, params(1, 1, 1, 1), DType::F32, 2e-5);
+  }
+  kernels::set_cuda_speedups(saved);
+}
+
+// Koch's layers 1 and 2 with every combination of the flipped backward-data and the
+// 64 x 256 tile, which needs >= 135,168 columns: layer 1's forward has 9,216 an image,
+// layer 2's backward-data 2,304, so batch 16 and 60. The reference is the Direct
+// algorithm in float64 on the GPU (itself checked against the CPU above): a float32 CPU
+// reference at batch 60 would take minutes.
+TEST(Conv2dCuda, KochShapesWithAndWithoutTheSpeedups) {
+  MN_SKIP_IF_NO_CUDA();
+  const kernels::CudaSpeedups saved = kernels::cuda_speedups();
+  const Device g = Device::cuda();
+  struct Layer {
+    Shape x, w;
+  };
+  for (const Layer& l : {Layer{{16, 1, 105, 105}, {64, 1, 10, 10}}, Layer{{60, 64, 48, 48}, {128, 64, 7, 7}}}) {
+    Tensor x = test::rand(l.x, -1, 1, DType::F32, g, 40);
+    Tensor w = test::rand(l.w, -0.2, 0.2, DType::F32, g, 41);
+    Tensor b = test::rand({l.w[0]}, -1, 1, DType::F32, g, 42);
+    Conv2dParams pd;
+    pd.algo = Conv2dAlgo::Direct;
+    const Tensor x64 = x.to(DType::F64), w64 = w.to(DType::F64);
+    const Tensor y_ref = kernels::conv2d_forward(x64, w64, b.to(DType::F64), pd).cpu();
+    Tensor dy = test::rand(y_ref.shape(), -1, 1, DType::F32, g, 43);
+    const Tensor dx_ref = kernels::conv2d_backward_data(dy.to(DType::F64), w64, l.x, pd).cpu();
+    const Tensor dw_ref = kernels::conv2d_backward_weight(dy.to(DType::F64), x64, l.w, pd).cpu();
+    const double n = double(y_ref.size(0) * y_ref.size(2) * y_ref.size(3));
+    for (int v = 0; v < 4; ++v) {
+      kernels::CudaSpeedups s = saved;
+      s.conv_bwd_data_flip = v & 1;
+      s.conv_wide_tile = v & 2;
+      kernels::set_cuda_speedups(s);
+      SCOPED_TRACE("x " + shape_str(l.x) + ", flip " + std::to_string(v & 1) + ", wide tile " +
+                   std::to_string(v >> 1));
+      Conv2dParams p;
+      p.algo = Conv2dAlgo::Gemm;
+      EXPECT_TRUE(test::all_close(y_ref, kernels::conv2d_forward(x, w, b, p).cpu(), 1e-4, 1e-4));
+      EXPECT_TRUE(test::all_close(dx_ref, kernels::conv2d_backward_data(dy, w, l.x, p).cpu(), 1e-4, 1e-4));
+      EXPECT_TRUE(test::all_close(dw_ref, kernels::conv2d_backward_weight(dy, x, l.w, p).cpu(),
+                                  1e-4 * std::sqrt(n), 1e-4));
+    }
+  }
+  kernels::set_cuda_speedups(saved);
 }
 
 TEST(Conv2dCuda, GradcheckOnDeviceFloat64) {

@@ -426,6 +426,30 @@ INSTANTIATE_TEST_SUITE_P(Variants, GemmCudaVariant,
                                                                                    : "Tiled");
                          });
 
+// Split-K (CudaSpeedups): a few output tiles and a long K, as the Koch dense layer's
+// forward (150 x 4096 outputs, K = 9216), with every transpose, alpha and beta, padded
+// leading dimensions (the bounds-checked path) and unpadded ones (float4): against the
+// oracle with the split on and off, and both settings within the float32 parity bound.
+TEST(GemmCuda, SplitKParityAllTransposes) {
+  MN_SKIP_IF_NO_CUDA();
+  const CudaSpeedups saved = cuda_speedups();
+  uint64_t seed = 500;
+  for (bool split : {true, false}) {
+    CudaSpeedups s = saved;
+    s.split_k = split;
+    set_cuda_speedups(s);
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      SCOPED_TRACE(std::string("split ") + (split ? "on" : "off") + ", ta " + std::to_string(ta) +
+                   ", tb " + std::to_string(tb));
+      run_cuda_case<float>(Problem{ta, tb, 150, 256, 2304, 0, 1.0, 0.0}, 1, seed++);
+      run_cuda_case<float>(Problem{ta, tb, 70, 45, 3072, 3, 0.5, 2.0}, 1, seed++);
+      run_cuda_case<double>(Problem{ta, tb, 33, 130, 1536, 1, -1.5, 0.5}, 1, seed++);
+    }
+  }
+  set_cuda_speedups(saved);
+}
+
 TEST(MatmulCuda, TensorLevelParity) {
   MN_SKIP_IF_NO_CUDA();
   for (int t = 0; t < 4; ++t) {
