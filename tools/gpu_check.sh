@@ -15,6 +15,14 @@
 #      beside D;
 #   D. compute-sanitizer memcheck (each test binary), racecheck, initcheck and synccheck
 #      (the kernel tests) on the GPU tests, side by side, until the budget ends.
+# Knobs (environment): BUDGET; TEST_BINS (test binaries for A, default all; ' ' none),
+# TEST_FILTER (gtest filter for A, default every GPU test), TEST_TIMEOUT; BENCHES,
+# GEMM_FILTER, CONV_FILTER, BENCH_MIN_TIME, BEFORE_ENV (also run each benchmark with these
+# settings, e.g. "MN_CUDA_SPLIT_K=0 MN_CONV_BWD_FLIP=0 MN_CONV_WIDE_TILE=0", as
+# <bench>-before.json), PROFILE=1 (Nsight Systems kernel summary of the training step,
+# where nsys exists), TORCH_MODES, SAMPLING_STRATEGIES (' ' none); OMNIGLOT_RUNS=0,
+# SMOKE_ARGS, SPEED_ARGS; SAN_JOBS (space-separated tool:binary:shards:gtest-filter
+# sanitizer runs instead of the default list), RACECHECK_SHARDS, RACECHECK_FILTER.
 # Writes under $OUT: run.log (the summary: one line per step, with exit codes), logs.tgz
 # (every full log), bench-json.tgz (Google Benchmark JSON and PyTorch's JSON lines,
 # named <date>-<gpu>-<bench>.json, ready for bench/results/) and smoke.tgz (the run
@@ -50,12 +58,12 @@ pack() {
 trap pack EXIT
 # (TensorErrors.CudaTensorWithoutDeviceThrowsClearly tests the no-GPU path: it skips here.)
 gtest_gpu='*Cuda*:*CUDA*:*Gpu*:*GPU*:Elementwise.DeviceMismatchThrows-TensorErrors.CudaTensorWithoutDeviceThrowsClearly'
-tests=(runtime kernels autograd nn data experiments)
+read -ra tests <<< "${TEST_BINS:-runtime kernels autograd nn data experiments}"
 
 # A. The GPU tests, one process per binary, side by side.
 say "== A. GPU tests ($(left) s left)"
 for t in "${tests[@]}"; do
-  timeout "${TEST_TIMEOUT:-150}" stdbuf -oL "$G/mn_tests_$t" --gtest_filter="$gtest_gpu" > "$logs/test-$t.log" 2>&1 &
+  timeout "${TEST_TIMEOUT:-150}" stdbuf -oL "$G/mn_tests_$t" --gtest_filter="${TEST_FILTER:-$gtest_gpu}" > "$logs/test-$t.log" 2>&1 &
   echo $! > "$logs/test-$t.pid"
 done
 for t in "${tests[@]}"; do
@@ -68,20 +76,47 @@ done
 # B. Benchmarks on the quiet GPU.
 json=/tmp/mn_bench_json
 rm -rf "$json" && mkdir -p "$json"
-bench() {  # name filter timeout
+bench() {  # name filter timeout [suffix [env assignments...]]
   (( $(left) > 60 )) || { say "bench_$1: skipped, $(left) s left"; return; }
-  timeout "$3" "$G/bench_$1" --benchmark_filter="$2" --benchmark_min_time="${BENCH_MIN_TIME:-0.2}" \
-    --benchmark_out="$json/${date}-${gpu}-$1.json" --benchmark_out_format=json --benchmark_color=false \
-    > "$logs/bench-$1.log" 2>&1
-  say "bench_$1: exit $? ($(grep -c '^BM_' "$logs/bench-$1.log") lines)"
+  local name=$1 filter=$2 t=$3 suffix=${4:-}
+  shift 3; (( $# )) && shift
+  env "$@" timeout "$t" "$G/bench_$name" --benchmark_filter="$filter" --benchmark_min_time="${BENCH_MIN_TIME:-0.2}" \
+    --benchmark_out="$json/${date}-${gpu}-$name$suffix.json" --benchmark_out_format=json --benchmark_color=false \
+    > "$logs/bench-$name$suffix.log" 2>&1
+  say "bench_$name$suffix: exit $? ($(grep -c '^BM_' "$logs/bench-$name$suffix.log") lines) $*"
 }
 say "== B. benchmarks ($(left) s left)"
+# BEFORE_ENV (e.g. "MN_CUDA_SPLIT_K=0 MN_CONV_BWD_FLIP=0 MN_CONV_WIDE_TILE=0") also runs
+# each benchmark with those settings, as <bench>-before.json: a same-machine before/after.
+# shellcheck disable=SC2086  # word lists
 for b in ${BENCHES:-gemm conv train_step}; do
   case $b in
-    train_step) bench train_step 'Gpu' 60 ;;
-    *) bench "$b" '[Gg][Pp][Uu]' 70 ;;
+    train_step) f='Gpu' ;;
+    gemm) f=${GEMM_FILTER:-'[Gg][Pp][Uu]'} ;;
+    conv) f=${CONV_FILTER:-'[Gg][Pp][Uu]'} ;;
+    *) f='[Gg][Pp][Uu]' ;;
   esac
+  [[ -n ${BEFORE_ENV:-} ]] && bench "$b" "$f" 70 -before $BEFORE_ENV
+  bench "$b" "$f" 70
 done
+# Where the bench binary measures whole steps only, a kernel-by-kernel profile of the
+# training step (PROFILE=1): Nsight Systems if this machine has it, else nothing.
+if [[ ${PROFILE:-0} == 1 ]] && (( $(left) > 90 )); then
+  nsys_bin=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -n 1)
+  if [[ -n $nsys_bin ]]; then
+    for v in now ${PROFILE_BEFORE:+before}; do
+      envs=()
+      [[ $v == before ]] && read -ra envs <<< "$BEFORE_ENV"
+      env "${envs[@]}" timeout 80 "$nsys_bin" profile -o "/tmp/mn_prof_$v" --force-overwrite true --stats=false \
+        "$G/bench_train_step" --benchmark_filter='BM_TrainStepGpu/' > "$logs/nsys-$v.log" 2>&1
+      timeout 40 "$nsys_bin" stats --report cuda_gpu_kern_sum --format csv "/tmp/mn_prof_$v.nsys-rep" \
+        > "$json/${date}-${gpu}-train_step-kernels-$v.csv" 2>> "$logs/nsys-$v.log"
+      say "nsys $v: exit $?; top kernels: $(sed -n '2,6p' "$json/${date}-${gpu}-train_step-kernels-$v.csv" | cut -d, -f1,2,9 | tr '\n' ';' | cut -c1-600)"
+    done
+  else
+    say "profile: no nsys on this machine"
+  fi
+fi
 for tf in ${TORCH_MODES:-fp32 tf32}; do
   (( $(left) > 60 )) || break
   flag=""
@@ -122,24 +157,37 @@ if [[ -n ${MN_DATA_DIR:-} && -x $G/omniglot_triplet && ${OMNIGLOT_RUNS:-1} != 0 
   smoke_pid=$!
 fi
 san_pids=()
-san() {  # tool binary [shard count]: a sharded run is one process per shard (gtest's sharding)
+san() {  # tool binary [shard count [gtest filter]]: one process per shard (gtest's sharding)
   local l=$(( $(left) - 25 )) shards=${3:-1} i
   (( l > 30 )) || { say "$1 $2: skipped, no time left"; return; }
   for (( i = 0; i < shards; ++i )); do
-    local tag="$1-$2"
+    local tag="$1-$2${san_suffix:-}"
     (( shards > 1 )) && tag="$1-$2-shard$i"
     GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i MN_CUDA_NO_CACHE=1 timeout "$l" \
       compute-sanitizer --tool "$1" --error-exitcode 9 --print-limit 40 \
-      stdbuf -oL "$G/mn_tests_$2" --gtest_filter="$gtest_gpu" > "$logs/$tag.log" 2>&1 &
+      stdbuf -oL "$G/mn_tests_$2" --gtest_filter="${4:-$gtest_gpu}" > "$logs/$tag.log" 2>&1 &
     san_pids+=("$!:$tag")
   done
 }
 if command -v compute-sanitizer >/dev/null; then
-  for t in kernels nn runtime autograd data; do san memcheck "$t"; done
-  san racecheck kernels "${RACECHECK_SHARDS:-6}"   # the slowest tool: one shard per process
-  san initcheck kernels
-  san synccheck kernels
-  san racecheck nn
+  if [[ -n ${SAN_JOBS:-} ]]; then
+    # SAN_JOBS: space-separated tool:binary:shards:filter entries (a focused session,
+    # e.g. the tests of new kernels under every tool); the default list otherwise.
+    n=0
+    for j in $SAN_JOBS; do
+      IFS=: read -r tool bin shards filter <<< "$j"
+      san_suffix="-job$((n++))" san "$tool" "$bin" "${shards:-1}" "${filter:-$gtest_gpu}"
+    done
+  else
+    for t in kernels nn runtime autograd data; do san memcheck "$t"; done
+    # The slowest tool: one shard per process; RACECHECK_FILTER narrows it (racecheck
+    # looks at shared-memory accesses, so the Koch-sized tests add nothing the odd
+    # shapes, which run every kernel instantiation, do not).
+    san racecheck kernels "${RACECHECK_SHARDS:-6}" "${RACECHECK_FILTER:-$gtest_gpu}"
+    san initcheck kernels
+    san synccheck kernels
+    san racecheck nn
+  fi
 fi
 for p in "${san_pids[@]}"; do
   wait "${p%%:*}"; rc=$?
