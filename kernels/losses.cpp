@@ -2,6 +2,8 @@
 // output allocation, and the CPU / CUDA choice (no silent fallback).
 #include "kernels/losses.h"
 
+#include <algorithm>
+
 #include "kernels/gemm.h"
 #include "kernels/gemm_config.h"
 #include "runtime/dispatch.h"
@@ -92,6 +94,8 @@ TermResult triplet_run(const TripletLossParams& P, const Tensor& a, const Tensor
     rows.ia = ia.defined() ? ia.data<int64_t>() : nullptr;
     rows.ip = ip.defined() ? ip.data<int64_t>() : nullptr;
     rows.in = in.defined() ? in.data<int64_t>() : nullptr;
+    if (ia.defined() || ip.defined() || in.defined())
+      rows.rows = std::min(a.size(0), pair ? p.size(0) : std::min(p.size(0), n.size(0)));
     MN_DEVICE_CALL(op, a.device(), triplet_loss_forward, P, N, D, rows, outs<scalar_t>(r));
     reduce<scalar_t>(r, red, N, pair);
   });
@@ -154,6 +158,7 @@ TermResult contrastive_run(ContrastiveForm form, double margin, const Tensor& x1
     rows.Ep = x2.data<scalar_t>();
     rows.ia = i1.defined() ? i1.data<int64_t>() : nullptr;
     rows.ip = i2.defined() ? i2.data<int64_t>() : nullptr;
+    if (i1.defined() || i2.defined()) rows.rows = std::min(x1.size(0), x2.size(0));
     MN_DEVICE_CALL(op, x1.device(), contrastive_forward,
         form, margin, N, D, rows, lab.data<int64_t>(), outs<scalar_t>(r));
     reduce<scalar_t>(r, red, N, true);
@@ -247,6 +252,7 @@ void accumulate_grad_indexed(const TermResult& res, const Tensor& grad_out, cons
     rows.ia = ia.data<int64_t>();
     rows.ip = ip.data<int64_t>();
     rows.in = pair ? nullptr : in.data<int64_t>();
+    rows.rows = ec.size(0);
     scalar_t* gp = ge.data<scalar_t>();
     apply_grad<scalar_t>(idx.size(0), e.size(1), rows, res, g, scalar_t(extra), gp, gp,
                          pair ? nullptr : gp, e);

@@ -205,6 +205,11 @@ struct TermRows {
   const int64_t* ia = nullptr;  // (N) or null = identity
   const int64_t* ip = nullptr;
   const int64_t* in = nullptr;
+  // With index lists: every index must lie in [0, rows). The CPU entry points check
+  // CPU lists before any kernel runs; the CUDA kernels check device lists themselves
+  // (a bad term is skipped and reported at the next synchronisation point, see
+  // DeviceReport in runtime/cuda_check.h). 0 with dense rows.
+  int64_t rows = 0;
 };
 
 // Per-term outputs, all (N). dn and wn are unused for pair terms.

@@ -50,6 +50,7 @@ const char* device_op_name(DeviceOp op) {
     case DeviceOp::IndexAdd: return "index_add";
     case DeviceOp::Gather: return "gather";
     case DeviceOp::ScatterAdd: return "scatter_add";
+    case DeviceOp::LossIndex: return "a loss over an index list (triplet_loss_indexed, contrastive_loss_indexed or their gradient)";
     case DeviceOp::None: break;
   }
   return "a CUDA kernel";

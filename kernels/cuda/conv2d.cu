@@ -366,7 +366,10 @@ __global__ void __launch_bounds__(NT) igemm_kernel(Op op, int M, int ncols, int 
 // float4 (16 FMAs per 16-byte read instead of 2 per 4-byte read in igemm_kernel). The
 // 64 x 256 tile keeps a 64-row problem (Koch's layer 1 forward, layer 2 backward-data)
 // at the 128 x 128 tile's 4 FMAs per shared-memory float instead of the 64 x 128
-// tile's 2.7. The next k-tile is gathered into registers while this one is multiplied
+// tile's 2.7 (measured on an H200, 2026-11-26, same call, wide tile off/on alone: layer 1
+// forward 0.865 -> 0.889 ms, i.e. 3 % slower; its effect on layer 2 backward-data was not
+// separated from the flipped-weight path's, which took that pass 13.0 -> 11.4 ms; kept on
+// by default pending a separated measurement, MN_CONV_WIDE_TILE=0 turns it off). The next k-tile is gathered into registers while this one is multiplied
 // (double-buffered shared memory, one barrier per k-tile). A is stored k-major with 4
 // floats of padding per row, so the gather's transposed stores are conflict-free.
 namespace big {

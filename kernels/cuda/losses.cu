@@ -24,6 +24,31 @@ __device__ __forceinline__ int64_t row_of(const int64_t* idx, int64_t t) {
   return idx ? idx[t] : t;
 }
 
+// True when term t names a row outside [0, r.rows) in one of its index lists (then
+// reported in rep, DeviceOp::LossIndex, and the caller skips the term). Dense rows
+// (r.rows == 0) are not checked.
+template <typename T>
+__device__ __forceinline__ bool bad_rows(const TermRows<T>& r, int64_t t, bool pair,
+                                         cuda::DeviceReport* rep) {
+  if (r.rows <= 0) return false;
+  const int64_t* lists[3] = {r.ia, r.ip, pair ? nullptr : r.in};
+  for (const int64_t* l : lists) {
+    if (!l) continue;
+    const int64_t v = l[t];
+    if (v < 0 || v >= r.rows) {
+      cuda::report_bad_index(rep, cuda::DeviceOp::LossIndex, v, r.rows);
+      return true;
+    }
+  }
+  return false;
+}
+
+// The device's report record when the rows come through index lists, else null.
+template <typename T>
+cuda::DeviceReport* report_for(const TermRows<T>& r) {
+  return r.rows > 0 ? cuda::device_report() : nullptr;
+}
+
 // Per-row distances: the shared warp primitives (kernels/cuda/distance_math.cuh).
 using dist_math::warp_sum;
 using dist_math::warp_sq_l2;
@@ -37,13 +62,25 @@ unsigned warp_grid(int64_t n) {
 
 template <typename T>
 __global__ void triplet_fwd_kernel(TripletLossParams P, int64_t N, int64_t D, TermRows<T> r,
-                                   TermOut<T> o) {
+                                   TermOut<T> o, cuda::DeviceReport* rep) {
   const int lane = threadIdx.x & 31;
   const int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
   const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;
   const bool global = triplet_kind_is_global(P.kind);
   const bool pair = r.En == nullptr;
   for (int64_t t = warp; t < N; t += nwarps) {
+    if (bad_rows(r, t, pair, rep)) {  // every lane sees it; lane 0 zeroes the term
+      if (lane == 0) {
+        o.dp[t] = o.wp[t] = T(0);
+        if (o.dn) o.dn[t] = T(0);
+        if (o.wn) o.wn[t] = T(0);
+        if (!global) {
+          o.loss[t] = T(0);
+          o.active[t] = 0;
+        }
+      }
+      continue;
+    }
     const T* a = r.Ea + row_of(r.ia, t) * D;
     T sp = warp_sq_l2(a, r.Ep + row_of(r.ip, t) * D, D, lane);
     T sn = pair ? T(0) : warp_sq_l2(a, r.En + row_of(r.in, t) * D, D, lane);
@@ -111,11 +148,18 @@ __global__ void global_pass2_kernel(TripletLossParams P, int64_t N, const T* mu,
 
 template <typename T>
 __global__ void contrastive_kernel(ContrastiveForm form, T M, int64_t N, int64_t D, TermRows<T> r,
-                                   const int64_t* label, TermOut<T> o) {
+                                   const int64_t* label, TermOut<T> o, cuda::DeviceReport* rep) {
   const int lane = threadIdx.x & 31;
   const int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
   const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;
   for (int64_t t = warp; t < N; t += nwarps) {
+    if (bad_rows(r, t, true, rep)) {
+      if (lane == 0) {
+        o.loss[t] = o.wp[t] = o.dp[t] = T(0);
+        o.active[t] = o.is_pos[t] = 0;
+      }
+      continue;
+    }
     T s = warp_sq_l2(r.Ea + row_of(r.ia, t) * D, r.Ep + row_of(r.ip, t) * D, D, lane);
     if (lane != 0) continue;
     T d, k;
@@ -199,12 +243,13 @@ __global__ void reduce_kernel(Reduction red, int64_t N, const T* loss, const T* 
 template <typename T>
 __global__ void apply_grad_kernel(int64_t N, int64_t D, TermRows<T> r, const T* wp, const T* wn,
                                   const T* grad_out, const T* stats, T extra, T* ga, T* gp,
-                                  T* gn, bool indexed) {
+                                  T* gn, bool indexed, cuda::DeviceReport* rep) {
   const T s = grad_out[0] * stats[4] * extra;
   const bool pair = r.En == nullptr;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < N * D;
        i += (int64_t)gridDim.x * blockDim.x) {
     const int64_t t = i / D, j = i % D;
+    if (bad_rows(r, t, pair, rep)) continue;  // nothing read or written for this term
     const int64_t ra = row_of(r.ia, t), rp = row_of(r.ip, t);
     const T av = r.Ea[ra * D + j];
     const T u = av - r.Ep[rp * D + j];
@@ -315,7 +360,8 @@ template <typename T>
 void triplet_loss_forward_cuda(const TripletLossParams& P, int64_t N, int64_t D,
                                const TermRows<T>& rows, const TermOut<T>& out) {
   auto st = cuda::stream();
-  triplet_fwd_kernel<T><<<warp_grid(N), 32 * kWarpsPerBlock, 0, st>>>(P, N, D, rows, out);
+  triplet_fwd_kernel<T><<<warp_grid(N), 32 * kWarpsPerBlock, 0, st>>>(P, N, D, rows, out,
+                                                                       report_for(rows));
   CUDA_CHECK_LAUNCH("triplet_fwd_kernel");
   if (!triplet_kind_is_global(P.kind)) return;
   int dev = 0;  // the current device (not 0: the allocator would switch devices)
@@ -332,7 +378,7 @@ void contrastive_forward_cuda(ContrastiveForm form, double margin, int64_t N, in
                               const TermRows<T>& rows, const int64_t* label,
                               const TermOut<T>& out) {
   contrastive_kernel<T><<<warp_grid(N), 32 * kWarpsPerBlock, 0, cuda::stream()>>>(
-      form, T(margin), N, D, rows, label, out);
+      form, T(margin), N, D, rows, label, out, report_for(rows));
   CUDA_CHECK_LAUNCH("contrastive_kernel");
 }
 
@@ -352,7 +398,7 @@ void loss_apply_grad_cuda(int64_t N, int64_t D, const TermRows<T>& rows, const T
     check_deterministic("the gradient of a loss over mined tuples",
                         "adds each tuple's rows with float atomics in an order that varies");
   apply_grad_kernel<T><<<cuda::grid_for(N * D), 256, 0, cuda::stream()>>>(
-      N, D, rows, wp, wn, grad_out, stats, extra, ga, gp, gn, indexed);
+      N, D, rows, wp, wn, grad_out, stats, extra, ga, gp, gn, indexed, report_for(rows));
   CUDA_CHECK_LAUNCH("apply_grad_kernel");
 }
 

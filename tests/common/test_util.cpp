@@ -56,4 +56,16 @@ Tensor randn(const Shape& shape, DType dtype, Device device, uint64_t seed) {
   return all_close(ref.to_double_vector(), x.to_double_vector(), atol, rtol);
 }
 
+void expect_device_report(const std::function<Tensor()>& op, const std::string& what,
+                          const Tensor& probe) {
+  const Tensor y = op();  // queued: nothing synchronises here
+  try {
+    (void)y.cpu();
+    ADD_FAILURE() << what << ": the bad index was not reported";
+  } catch (const std::exception& err) {
+    EXPECT_NE(std::string(err.what()).find(what), std::string::npos) << err.what();
+  }
+  EXPECT_NO_THROW((void)probe.cpu()) << "the report was not cleared";
+}
+
 }  // namespace mn::test

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "runtime/device.h"
@@ -33,5 +35,11 @@ std::vector<double> rand_vec(int64_t n, double lo, double hi, uint64_t seed);
 ::testing::AssertionResult all_close(const Tensor& ref, const Tensor& x, double atol, double rtol);
 ::testing::AssertionResult all_close(const std::vector<double>& ref, const std::vector<double>& x,
                                      double atol, double rtol);
+
+// For device-side index checks: `op` queues work with a bad index (nothing synchronises);
+// the next device-to-host copy of its result must throw an error containing `what`,
+// and the report must then be cleared (copying `probe` afterwards does not throw).
+void expect_device_report(const std::function<Tensor()>& op, const std::string& what,
+                          const Tensor& probe);
 
 }  // namespace mn::test

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "kernels/losses.h"
@@ -352,4 +354,36 @@ TEST(LossKernels, IndexedFormsRejectOutOfRangeRows) {
   EXPECT_THROW(contrastive_terms_indexed(ContrastiveForm::Sampling, 1.0, e, pairs, label,
                                          Reduction::Mean),
                Error);
+}
+
+// The same on the GPU, where the lists are not checked on the host (that would cost a
+// synchronisation): the kernels skip a term with a bad row and report it; the host
+// throws at the next synchronisation point, naming the index and the bound, and clears
+// the report. Forward (triplet and contrastive) and the indexed gradient.
+TEST(LossKernels, CudaIndexedFormsReportOutOfRangeRowsAtTheNextSync) {
+  MN_SKIP_IF_NO_CUDA();
+  const Device d = Device::cuda();
+  Tensor e = Tensor::from_vector(test::rand_vec(4 * 3, -1, 1, 9), {4, 3}).to(d);
+  auto idx = [&](std::vector<int64_t> v, Shape s) { return Tensor::from_vector<int64_t>(v, s).to(d); };
+  auto expect_report = [&](const std::function<Tensor()>& op, const std::string& what) {
+    test::expect_device_report(op, what, e);
+  };
+  TripletLossParams P;
+  expect_report([&] { return triplet_loss_terms_indexed(P, e, idx({0, 1, 2, 3, 1, 4}, {2, 3}), Reduction::Mean).loss; },
+                "index 4 is out of range [0, 4)");
+  expect_report([&] { return triplet_loss_terms_indexed(P, e, idx({-1, 1, 2}, {1, 3}), Reduction::Mean).loss; },
+                "index -1 is out of range [0, 4)");
+  expect_report([&] {
+    return contrastive_terms_indexed(ContrastiveForm::Sampling, 1.0, e, idx({0, 7}, {1, 2}),
+                                     idx({1}, {1}), Reduction::Mean).loss;
+  }, "index 7 is out of range [0, 4)");
+  // The gradient: terms from a good list, then a list with a bad row.
+  const TermResult good = triplet_loss_terms_indexed(P, e, idx({0, 1, 2}, {1, 3}), Reduction::Mean);
+  const Tensor one = Tensor::ones({1}, e.dtype(), d);
+  expect_report([&] { return triplet_loss_grad_indexed(good, one, e, idx({0, 1, 5}, {1, 3})); },
+                "index 5 is out of range [0, 4)");
+  // Valid lists afterwards: the CPU's values.
+  const Tensor ok = idx({0, 1, 2, 3, 2, 1}, {2, 3});
+  EXPECT_TRUE(test::all_close(triplet_loss_terms_indexed(P, e.cpu(), ok.cpu(), Reduction::Mean).loss,
+                              triplet_loss_terms_indexed(P, e, ok, Reduction::Mean).loss.cpu(), 1e-6, 1e-6));
 }
