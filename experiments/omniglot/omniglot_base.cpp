@@ -37,6 +37,10 @@ void OmniglotStudy::declare_flags(Flags& f) {
   f.add_int("iters", 500, "iterations per epoch", 1, INT_MAX);
   f.add_int("batch", 50, tri ? "triplets per iteration" : "pairs per iteration (even)", tri ? 1 : 2, 1 << 20);
   declare_kind_flags(f);
+  f.add_string("trunk", "koch", "the branch network: koch (the study's) or conv4 (4 x [conv 3x3, batch-norm, "
+               "ReLU, max-pool 2], the few-shot literature's trunk; --width, --activation, --lrn, --batchnorm, "
+               "--dropout, --sigmoid-embedding and --init are Koch's only)", {"koch", "conv4"});
+  f.add_int("channels", 64, "conv4: channels of every block", 1, 4096);
   f.add_string("activation", "relu", "activation of the convolutions (registered activations)", activation_names());
   f.add_bool("input-norm", false, "scale inputs to [0, 1] (ink = 1) instead of raw 0..255 (ink = 255)");
   f.add_bool("lrn", false, "local response normalisation after each pooling layer");
@@ -57,7 +61,8 @@ void OmniglotStudy::declare_flags(Flags& f) {
   f.add_string("lr-schedule", "auto", "learning-rate schedule: auto (exponential, x --lr-decay per epoch, with "
                "sgd as Koch; constant with adam/adamw as the study) or a registered schedule", schedules);
   f.add_int("lr-step-epochs", 8, "step schedule: epochs between decays", 1, 1000000);
-  const char* groups = tri ? "conv,dense" : "conv1,conv2,conv3,conv4,dense,head";
+  const char* groups = tri ? "conv,dense (conv4 without --embedding: conv)"
+                           : "conv1,conv2,conv3,conv4,dense,head (conv4: conv,dense,head; without --embedding: conv,head)";
   f.add_string("group-lr", "", std::string("per-layer learning-rate multipliers, comma-separated, for the "
                "parameter groups ") + groups + " (Koch et al. tune one rate per layer; empty: all 1)");
   f.add_string("group-momentum", "", std::string("sgd: per-layer final momenta for ") + groups +
@@ -101,23 +106,34 @@ void OmniglotStudy::apply_presets(Flags& f, Device device, bool evaluating) {
   MN_CHECK(!values.empty(), "--preset ", preset, ": ", name(), " has no such preset (it has auto, full and cpu-demo)");
   for (auto& [k, v] : values)  // never over a value the user or a resumed checkpoint set
     if (f.origin(k) == Flags::Origin::Default) f.set(k, v, Flags::Origin::Preset, preset + " preset");
-  if (f.declared("trunk") && f.str("trunk") == "conv4")
-    std::printf("== %s preset: the conv4 trunk on %lldx%lld images, %lld epochs x %lld iterations of P x K = %lld x "
-                "%lld, mined online (--sampling %s).\n== The study's own Koch net and protocol: --preset full (a GPU "
-                "is advised).\n", preset.c_str(), static_cast<long long>(f.i64("image-size")),
-                static_cast<long long>(f.i64("image-size")), static_cast<long long>(f.i64("epochs")),
-                static_cast<long long>(f.i64("iters")), static_cast<long long>(f.i64("batch")),
-                static_cast<long long>(f.i64("per-class")), f.str("sampling").c_str());
-  else
+  if (f.str("trunk") == "conv4") {
+    const std::string batches = f.declared("per-class")
+        ? "P x K = " + std::to_string(f.i64("batch")) + " x " + std::to_string(f.i64("per-class")) +
+              ", mined online (--sampling " + f.str("sampling") + ")"
+        : std::to_string(f.i64("batch")) + " pairs, half genuine (--sampling " + f.str("sampling") + ")";
+    std::printf("== %s preset: the conv4 trunk on %lldx%lld images, %lld epochs x %lld iterations of %s.\n== The "
+                "study's own Koch net and protocol: --preset full (a GPU is advised).\n", preset.c_str(),
+                static_cast<long long>(f.i64("image-size")), static_cast<long long>(f.i64("image-size")),
+                static_cast<long long>(f.i64("epochs")), static_cast<long long>(f.i64("iters")), batches.c_str());
+  } else {
     std::printf("== CPU demo preset: a scaled-down run (width %.2f, %lld epochs x %lld iterations of %lld) that "
                 "finishes in minutes on 2 cores.\n== The study's full protocol needs a GPU: run on a CUDA "
                 "machine (--device auto picks it) or pass --preset full.\n",
                 f.f64("width"), static_cast<long long>(f.i64("epochs")), static_cast<long long>(f.i64("iters")),
                 static_cast<long long>(f.i64("batch")));
+  }
 }
 
 void OmniglotStudy::check_flags(const Flags& f, bool evaluating) const {
-  check_kind_flags(f);  // flag against flag first, then the paths
+  // Flag against flag first, then the paths.
+  if (f.str("trunk") == "conv4") {
+    for (const char* k : {"width", "activation", "lrn", "batchnorm", "dropout", "sigmoid-embedding", "init"})
+      MN_CHECK(!f.user_set(k), "--", k, " applies to --trunk koch only; conv4 is fixed (3x3 convolutions, "
+               "batch-norm, ReLU, max-pool 2): leave --", k, " out or use --trunk koch");
+  } else {
+    MN_CHECK(!f.user_set("channels"), "--channels applies to --trunk conv4 only (Koch's net: --width)");
+  }
+  check_kind_flags(f);
   if (evaluating) {
     // --evaluate needs only what it scores: Lake's runs (--data-dir/all_runs/) and --test-dir.
     std::string root = f.str("data-dir");
@@ -146,7 +162,7 @@ void OmniglotStudy::check_flags(const Flags& f, bool evaluating) const {
     make_dirs(f.str("cache-dir"), "--cache-dir");
   if (!evaluating) {
     // One value per parameter group: checked now, not after the data is loaded.
-    const size_t n = name() == "omniglot_triplet" ? (f.str("trunk") == "conv4" && f.i64("embedding") == 0 ? 1 : 2) : 6;
+    const size_t n = param_group_count(f);
     (void)per_group_list(f, "group-lr", n);
     (void)per_group_list(f, "group-momentum", n);
   }
@@ -155,6 +171,24 @@ void OmniglotStudy::check_flags(const Flags& f, bool evaluating) const {
 std::vector<std::string> OmniglotStudy::architecture_keys() const {
   return {"width", "embedding", "activation", "lrn", "batchnorm", "dropout", "sigmoid-embedding", "share",
           "input-norm", "trunk", "channels", "image-size"};
+}
+
+nn::Conv4Options OmniglotStudy::conv4_options(Device device) const {
+  nn::Conv4Options co;
+  co.input_size = f_->i64("image-size");
+  co.channels = f_->i64("channels");
+  co.embedding = f_->i64("embedding");
+  co.device = device;
+  return co;
+}
+
+std::vector<nn::GroupSpec> OmniglotStudy::conv4_group_specs(bool head) const {
+  // "conv": convolutions and batch-norm; "dense": the optional dense layer; "head": the siamese head.
+  const double lr = f_->f64("lr");
+  std::vector<nn::GroupSpec> specs{{"conv", {"branch.block"}, nn::hyper(lr, f_->f64("conv-decay"))}};
+  if (f_->i64("embedding") > 0) specs.push_back({"dense", {"branch.dense"}, nn::hyper(lr, f_->f64("dense-decay"))});
+  if (head) specs.push_back({"head", {"head"}, nn::hyper(lr, f_->f64("dense-decay"))});
+  return specs;
 }
 
 std::vector<double> per_group_list(const Flags& f, const std::string& key, size_t n) {

@@ -13,8 +13,10 @@
 #include "data/tasks.h"
 #include "experiments/common/harness.h"
 #include "experiments/omniglot/study_data.h"
+#include "nn/models/conv4.h"
 #include "nn/models/koch.h"
 #include "nn/optim/optimizer.h"
+#include "nn/optim/param_groups.h"
 #include "nn/optim/schedule.h"
 
 namespace mn::exp {
@@ -54,6 +56,9 @@ class OmniglotStudy : public Study {
   virtual void check_kind_flags(const Flags&) const {}
   virtual void build_net(const nn::KochBranchOptions& o, Generator& init) = 0;
   virtual std::vector<nn::ParamGroup> param_groups() const = 0;
+  // How many groups param_groups() will return for these flags (checked against
+  // --group-lr / --group-momentum before any data is loaded).
+  virtual size_t param_group_count(const Flags& f) const = 0;
   // The generator of the trunk's dropout masks (saved in checkpoints); null when
   // the trunk has no dropout (conv4).
   virtual Generator* dropout_generator() const = 0;
@@ -78,6 +83,10 @@ class OmniglotStudy : public Study {
   // is the validation images v[i..i+n) as inputs.
   template <typename F>
   void for_validation_chunks(size_t count, F fn) const;
+  // --trunk conv4: the trunk's options from the flags, and its parameter groups
+  // (conv, [dense], [head]) with --lr and the decays.
+  nn::Conv4Options conv4_options(Device device) const;
+  std::vector<nn::GroupSpec> conv4_group_specs(bool head) const;
   // A comma-separated list flag, one value per parameter group (empty: `def` for all).
   std::vector<double> per_group(const std::string& key, size_t n, double def) const;
 

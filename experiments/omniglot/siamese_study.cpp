@@ -1,7 +1,8 @@
 // omniglot_siamese: Koch et al.'s siamese CNN (the study's baseline). Training
 // turns B/2 loader triplets into B pairs (a, p) genuine and (a, n) impostor
 // with Koch's weighted-L1 + logistic head and BCE loss; scoring is the head's
-// similarity logit for every (query, candidate) pair.
+// similarity logit for every (query, candidate) pair. --trunk conv4 puts the
+// same head on the conv4 trunk (the CPU demo's default, as in omniglot_triplet).
 #include <algorithm>
 
 #include "autograd/ops.h"
@@ -18,7 +19,8 @@ class SiameseStudy : public OmniglotStudy {
  public:
   std::string name() const override { return "omniglot_siamese"; }
   std::string description() const override {
-    return "Koch et al.'s siamese CNN on Omniglot one-shot (the study's baseline).";
+    return "Koch et al.'s siamese CNN on Omniglot one-shot (the study's baseline; --trunk conv4 for the few-shot "
+           "literature's trunk).";
   }
   std::string plot_title() const override { return "siamese CNN on Omniglot"; }
   nn::Module& model() override { return *net_; }
@@ -34,14 +36,42 @@ class SiameseStudy : public OmniglotStudy {
              "impostor pairs and needs an even number; use ", f.i64("batch") + 1);
   }
 
+  // --trunk conv4: Koch's head (weighted L1 of the two embeddings, a logistic
+  // unit) on the conv4 trunk's features, with PyTorch's Linear initialisation.
   void build_net(const nn::KochBranchOptions& o, Generator& init) override {
+    if (f_->str("trunk") == "conv4") {
+      auto trunk = std::make_shared<nn::Conv4>(conv4_options(o.device), init);
+      const int64_t features = trunk->output_features();
+      net_ = std::make_unique<nn::SiameseNet>(std::move(trunk), features, init);
+      return;
+    }
     net_ = std::make_unique<nn::SiameseNet>(o, init);
   }
   std::vector<nn::ParamGroup> param_groups() const override {
+    if (f_->str("trunk") == "conv4") return nn::param_groups_by_prefix(*net_, conv4_group_specs(true));
     const double cd = f_->f64("conv-decay"), dd = f_->f64("dense-decay");
     return net_->param_groups(f_->f64("lr"), f_->f64("momentum"), {cd, cd, cd, cd, dd, dd});
   }
-  Generator* dropout_generator() const override { return &net_->branch().dropout_generator(); }
+  size_t param_group_count(const Flags& f) const override {
+    return f.str("trunk") == "conv4" ? (f.i64("embedding") > 0 ? 3 : 2) : 6;
+  }
+  Generator* dropout_generator() const override {
+    return f_->str("trunk") == "koch" ? &net_->branch().dropout_generator() : nullptr;
+  }
+
+  // The CPU demo: as the triplet binary's (conv4 on 28x28 images with the rotated
+  // characters, a dense 128-d embedding, Adam at 1e-3) with the siamese head and
+  // random pairs, 64 pairs (128 images) per iteration like the triplet demo's
+  // 16 x 8; --trunk koch keeps the Koch net's scaled-down demo.
+  std::vector<std::pair<const char*, const char*>> preset_values(const std::string& preset,
+                                                                 const Flags& f) const override {
+    if (preset != "cpu-demo" || (f.user_set("trunk") && f.str("trunk") == "koch"))
+      return OmniglotStudy::preset_values(preset, f);
+    return {{"trunk", "conv4"},  {"image-size", "28"},   {"rotations", "true"},     {"input-norm", "true"},
+            {"embedding", "128"}, {"optimizer", "adam"},  {"lr", "1e-3"},           {"conv-decay", "0"},
+            {"dense-decay", "0"}, {"batch", "64"},        {"epochs", "15"},         {"iters", "200"},
+            {"val-triplets", "2000"}, {"val-tasks", "320"}, {"eval-batch", "500"}};
+  }
   int64_t loader_triplets() const override { return f_->i64("batch") / 2; }
 
   Stats train_step() override {

@@ -45,10 +45,6 @@ class TripletStudy : public OmniglotStudy {
     f.add_double("ms-base", 0.5, "multi-similarity: similarity offset lambda", -1.0, 1.0);
     f.add_double("ms-epsilon", 0.1, "multi-similarity: its pair miner's epsilon (< 0: no mining)", -1.0, 2.0);
     f.add_string("share", "full", "weight sharing of the three branches", {"full", "disjoint-anchor"});
-    f.add_string("trunk", "koch", "the branch network: koch (the study's) or conv4 (4 x [conv 3x3, batch-norm, "
-                 "ReLU, max-pool 2], the few-shot literature's trunk; --width, --activation, --lrn, --batchnorm, "
-                 "--dropout, --sigmoid-embedding and --init are Koch's only)", {"koch", "conv4"});
-    f.add_int("channels", 64, "conv4: channels of every block", 1, 4096);
     f.add_int("per-class", 3, "online sampling: K images of each of the P = --batch characters of a batch", 2, 20);
     f.add_bool("pk-alphabet", false, "online sampling: draw a batch's P characters from one alphabet (Lake's "
                "trials are within-alphabet)");
@@ -60,15 +56,9 @@ class TripletStudy : public OmniglotStudy {
   }
 
   void check_kind_flags(const Flags& f) const override {
-    if (f.str("trunk") == "conv4") {
-      for (const char* k : {"width", "activation", "lrn", "batchnorm", "dropout", "sigmoid-embedding", "init"})
-        MN_CHECK(!f.user_set(k), "--", k, " applies to --trunk koch only; conv4 is fixed (3x3 convolutions, "
-                 "batch-norm, ReLU, max-pool 2): leave --", k, " out or use --trunk koch");
+    if (f.str("trunk") == "conv4")
       MN_CHECK(f.str("share") == "full", "--share ", f.str("share"), ": the conv4 trunk is always shared; use "
                "--share full or --trunk koch");
-    } else {
-      MN_CHECK(!f.user_set("channels"), "--channels applies to --trunk conv4 only (Koch's net: --width)");
-    }
     if (!is_online_sampling(f.str("sampling")))
       for (const char* k : {"per-class", "pk-alphabet"})
         MN_CHECK(!f.user_set(k), "--", k, " applies to online sampling (P x K batches) only, not to --sampling ",
@@ -84,26 +74,18 @@ class TripletStudy : public OmniglotStudy {
 
   void build_net(const nn::KochBranchOptions& o, Generator& init) override {
     if (f_->str("trunk") == "conv4") {
-      nn::Conv4Options co;
-      co.input_size = f_->i64("image-size");
-      co.channels = f_->i64("channels");
-      co.embedding = f_->i64("embedding");
-      co.device = o.device;
-      net_ = std::make_unique<nn::TripletNet>(std::make_shared<nn::Conv4>(co, init));
+      net_ = std::make_unique<nn::TripletNet>(std::make_shared<nn::Conv4>(conv4_options(o.device), init));
       return;
     }
     auto share = f_->str("share") == "full" ? nn::TripletShare::Full : nn::TripletShare::DisjointAnchor;
     net_ = std::make_unique<nn::TripletNet>(o, share, init);
   }
   std::vector<nn::ParamGroup> param_groups() const override {
-    if (f_->str("trunk") == "conv4") {
-      // "conv": convolutions and batch-norm; "dense": the optional dense layer.
-      std::vector<nn::GroupSpec> specs{{"conv", {"branch.block"}, nn::hyper(f_->f64("lr"), f_->f64("conv-decay"))}};
-      if (f_->i64("embedding") > 0)
-        specs.push_back({"dense", {"branch.dense"}, nn::hyper(f_->f64("lr"), f_->f64("dense-decay"))});
-      return nn::param_groups_by_prefix(*net_, specs);
-    }
+    if (f_->str("trunk") == "conv4") return nn::param_groups_by_prefix(*net_, conv4_group_specs(false));
     return net_->param_groups(f_->f64("lr"), f_->f64("conv-decay"), f_->f64("dense-decay"));
+  }
+  size_t param_group_count(const Flags& f) const override {
+    return f.str("trunk") == "conv4" && f.i64("embedding") == 0 ? 1 : 2;
   }
   Generator* dropout_generator() const override {
     return f_->str("trunk") == "koch" ? &net_->branch().dropout_generator() : nullptr;

@@ -552,10 +552,72 @@ TEST(OmniglotStudy, CpuPresetsSetConv4AndUserFlagsWin) {
   const std::string ss = read_text(schroff / "summary.json");
   for (const char* kv : {"\"trunk\": \"conv4\"", "\"loss\": \"schroff\"", "\"sampling\": \"random\""})
     EXPECT_NE(ss.find(kv), std::string::npos) << kv << " not in " << ss;
-  // The siamese binary has no conv4 presets.
+  // The siamese binary has a cpu-demo preset (conv4 too) but no cpu-hour.
   RunResult rs = run_study(StudyKind::Siamese, {"--preset", "cpu-hour", "--device", "cpu"}, true);
   EXPECT_EQ(rs.rc, 2);
   EXPECT_NE(rs.err.find("cpu-hour"), std::string::npos) << rs.err;
+}
+
+// The siamese binary with --trunk conv4: Koch's head on the conv4 features, its
+// own parameter groups (conv, dense, head), a checkpoint without a dropout
+// generator that resumes; its cpu-demo preset is conv4 unless --trunk koch.
+TEST(OmniglotStudy, SiameseWithTheConv4Trunk) {
+  TempDir out("siamese_conv4"), cache("cache");
+  auto args = conv4_args(out.str(), cache.str()) +
+              std::vector<std::string>{"--trunk", "conv4", "--channels", "8", "--image-size", "28", "--embedding", "16",
+                                       "--input-norm", "--batch", "8", "--optimizer", "sgd", "--lr", "1e-2",
+                                       "--group-lr", "1,0.5,2", "--group-momentum", "0.9,0.8,0.9"};
+  RunResult r = run_study(StudyKind::Siamese, args, true);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  auto lines = read_lines(out / "metrics.jsonl");
+  ASSERT_EQ(lines.size(), 2u);
+  for (const auto& l : lines) EXPECT_TRUE(std::isfinite(json_field(l, "train_loss"))) << l;
+  const auto md = mn::nn::read_safetensors_metadata(out / "last.safetensors");
+  EXPECT_EQ(md.count("rng.dropout.seed"), 0u);
+  const auto file = mn::nn::read_safetensors(out / "last.safetensors");
+  for (const char* n : {"branch.block1.conv.weight", "branch.block4.bn.running_var", "branch.dense.weight",
+                        "head.weight", "head.bias"})
+    EXPECT_EQ(file.tensors.count(n), 1u) << n;
+  EXPECT_EQ(file.tensors.at("head.weight").shape(), (mn::Shape{1, 16}));
+  RunResult again = run_study(StudyKind::Siamese, args + std::vector<std::string>{"--resume", "--epochs", "3"}, true);
+  EXPECT_EQ(again.rc, 0) << again.err;
+  EXPECT_EQ(read_lines(out / "metrics.jsonl").size(), 3u);
+  // Koch's six per-layer groups do not apply to conv4 (conv, dense, head).
+  TempDir bad("siamese_conv4_bad");
+  RunResult six = run_study(StudyKind::Siamese, conv4_args(bad.str(), cache.str()) +
+                                                    std::vector<std::string>{"--trunk", "conv4", "--embedding", "16",
+                                                                             "--group-lr", "1,1,1,1,1,1"}, true);
+  EXPECT_EQ(six.rc, 2);
+  EXPECT_NE(six.err.find("expected 3 comma-separated values"), std::string::npos) << six.err;
+  RunResult width = run_study(StudyKind::Siamese, conv4_args(bad.str(), cache.str()) +
+                                                      std::vector<std::string>{"--trunk", "conv4", "--width", "0.5"}, true);
+  EXPECT_EQ(width.rc, 2);
+  EXPECT_NE(width.err.find("--width applies to --trunk koch only"), std::string::npos) << width.err;
+  // The preset: conv4 on 28x28 by default, the Koch demo with --trunk koch.
+  for (const bool koch : {false, true}) {
+    TempDir d(koch ? "siamese_demo_koch" : "siamese_demo");
+    std::vector<std::string> a = conv4_args(d.str(), cache.str());
+    ASSERT_EQ(a[8], "--preset");
+    a[9] = "cpu-demo";
+    a = a + std::vector<std::string>{"--batch", "8"};
+    if (koch) a = a + std::vector<std::string>{"--trunk", "koch", "--width", "0.125"};
+    testing::internal::CaptureStdout();
+    RunResult p = run_study(StudyKind::Siamese, a, true);
+    const std::string text = testing::internal::GetCapturedStdout();
+    ASSERT_EQ(p.rc, 0) << p.err;
+    const std::string summary = read_text(d / "summary.json");
+    if (koch) {
+      EXPECT_NE(text.find("CPU demo preset: a scaled-down run"), std::string::npos) << text;
+      for (const char* kv : {"\"trunk\": \"koch\"", "\"image-size\": 105", "\"embedding\": 512"})
+        EXPECT_NE(summary.find(kv), std::string::npos) << kv << " not in " << summary;
+    } else {
+      EXPECT_NE(text.find("cpu-demo preset: the conv4 trunk on 28x28 images, 2 epochs x 3 iterations of 8 pairs"),
+                std::string::npos) << text;
+      for (const char* kv : {"\"trunk\": \"conv4\"", "\"image-size\": 28", "\"rotations\": true",
+                             "\"embedding\": 128", "\"optimizer\": \"adam\""})
+        EXPECT_NE(summary.find(kv), std::string::npos) << kv << " not in " << summary;
+    }
+  }
 }
 
 TEST(OmniglotStudy, Conv4AndBatchFlagsRefuseWhatDoesNotApply) {
