@@ -38,7 +38,8 @@ using namespace mn::pairsel;
 
 namespace {
 
-Examples to_examples(const data::ImageDataset& ds, const std::vector<int64_t>& idx) {
+// Pixels as floats divided by `divisor` (255: [0, 1]; 1: the IDX bytes' 0..255).
+Examples to_examples(const data::ImageDataset& ds, const std::vector<int64_t>& idx, float divisor) {
   Examples ex;
   ex.dim = ds.height() * ds.width();
   ex.classes = static_cast<int32_t>(ds.num_classes());
@@ -46,11 +47,13 @@ Examples to_examples(const data::ImageDataset& ds, const std::vector<int64_t>& i
   ex.x.resize(idx.size() * ex.dim);
   for (size_t i = 0; i < idx.size(); ++i) {
     for (int64_t k = 0; k < ex.dim; ++k)
-      ex.x[i * ex.dim + k] = px[idx[i] * ex.dim + k] / 255.0f;  // [0, 1]
+      ex.x[i * ex.dim + k] = px[idx[i] * ex.dim + k] / divisor;
     ex.y.push_back(ds.labels[idx[i]]);
   }
   return ex;
 }
+
+float pixel_divisor(const exp::Flags& f) { return f.str("inputs") == "raw" ? 1.0f : 255.0f; }
 
 class PairSelectionStudy : public exp::Study {
  public:
@@ -72,7 +75,12 @@ class PairSelectionStudy : public exp::Study {
     f.add_int("batch", 16, "pairs per SGD step", 1, 100000);
     f.add_double("lr", 1e-3, "SGD learning rate", 0.0, 1e3);
     f.add_double("momentum", 0.8, "SGD momentum (Keras form: v = mu v - lr g)", 0.0, 0.999999);
+    f.add_string("optimizer", "sgd", "sgd (with --momentum; the authors' LMRD code) or rmsprop (Keras 1.2's, "
+                 "rho --rho, eps 1e-8: the optimiser of Keras's mnist_siamese example)", {"sgd", "rmsprop"});
+    f.add_double("rho", 0.9, "rmsprop: decay of the squared-gradient average", 0.0, 0.999999);
     f.add_double("dropout", 0.2, "dropout after each hidden layer but the last", 0.0, 0.99);
+    f.add_string("inputs", "unit", "pixel scale: unit ([0, 1], the Keras mnist_siamese example's) or raw (0..255, "
+                 "the IDX bytes unscaled; the paper does not say)", {"unit", "raw"});
     f.add_double("margin", 1.0, "contrastive margin M, also the vote's genuine threshold D < M", 1e-9, 1e9);
     f.add_int("width", 300, "units per dense layer", 1, 100000);
     f.add_int("layers", 3, "dense layers (ReLU after each)", 1, 100);
@@ -113,6 +121,8 @@ class PairSelectionStudy : public exp::Study {
     cfg.mlp.batch = f.i64("batch");
     cfg.mlp.lr = f.f64("lr");
     cfg.mlp.momentum = f.f64("momentum");
+    cfg.mlp.rmsprop = f.str("optimizer") == "rmsprop";
+    cfg.mlp.rho = f.f64("rho");
     cfg.mlp.dropout = f.f64("dropout");
     cfg.mlp.margin = f.f64("margin");
     cfg.mlp.hidden.assign(static_cast<size_t>(f.i64("layers")), f.i64("width"));
@@ -127,13 +137,13 @@ class PairSelectionStudy : public exp::Study {
     const auto mnist = data::load_mnist_family(dir);
     std::vector<int64_t> all_test(static_cast<size_t>(mnist.test.size()));
     for (size_t i = 0; i < all_test.size(); ++i) all_test[i] = static_cast<int64_t>(i);
-    const Examples test = to_examples(mnist.test, all_test);
+    const Examples test = to_examples(mnist.test, all_test, pixel_divisor(f));
     cfg.mlp.input = test.dim;
     std::vector<Examples> fold_train;
     for (int k = 0; k < folds; ++k) {
       Generator g(fold_seed(cfg.seed, k, 0), 0);
       fold_train.push_back(
-          to_examples(mnist.train, stratified_sample(mnist.train.labels, f.i64("budget"), g)));
+          to_examples(mnist.train, stratified_sample(mnist.train.labels, f.i64("budget"), g), pixel_divisor(f)));
     }
 
     struct Job {

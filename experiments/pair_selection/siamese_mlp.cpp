@@ -93,6 +93,16 @@ MN_PS_CLONES void sgd_momentum(float* __restrict w, float* __restrict v, const f
   }
 }
 
+// Keras 1.2 RMSprop: a = rho a + (1 - rho) g^2; w -= lr g / (sqrt(a) + eps).
+MN_PS_CLONES void rmsprop(float* __restrict w, float* __restrict a, const float* __restrict g, int64_t n,
+                          float lr, float rho) {
+  constexpr float eps = 1e-8f;
+  for (int64_t i = 0; i < n; ++i) {
+    a[i] = rho * a[i] + (1.0f - rho) * g[i] * g[i];
+    w[i] -= lr * g[i] / (std::sqrt(a[i]) + eps);
+  }
+}
+
 // d loss / d z from d loss / d a: zero where the unit was off or dropped
 // (a == 0), times the dropout scale s where it was kept.
 MN_PS_CLONES void relu_dropout_backward(float* __restrict g, const float* __restrict a, int64_t n,
@@ -271,6 +281,14 @@ double SiameseMlp::step(const uint8_t* impostor, int64_t nb, bool train, bool sp
 
 void SiameseMlp::sgd_step() {
   const float lr = static_cast<float>(cfg_.lr), mu = static_cast<float>(cfg_.momentum);
+  if (cfg_.rmsprop) {
+    const float rho = static_cast<float>(cfg_.rho);
+    for (size_t l = 0; l < w_.size(); ++l) {
+      rmsprop(w_[l].data(), vw_[l].data(), gw_[l].data(), static_cast<int64_t>(w_[l].size()), lr, rho);
+      rmsprop(b_[l].data(), vb_[l].data(), gb_[l].data(), static_cast<int64_t>(b_[l].size()), lr, rho);
+    }
+    return;
+  }
   for (size_t l = 0; l < w_.size(); ++l) {
     sgd_momentum(w_[l].data(), vw_[l].data(), gw_[l].data(), static_cast<int64_t>(w_[l].size()), lr, mu);
     sgd_momentum(b_[l].data(), vb_[l].data(), gb_[l].data(), static_cast<int64_t>(b_[l].size()), lr, mu);

@@ -17,7 +17,9 @@
 // - loss = mean over the batch of (1 - Y) D^2 + Y max(0, M - D)^2, without
 //   Hadsell's 1/2 (the code's and nn::contrastive_loss's normalisation);
 //   D = sqrt(max(|e1 - e2|^2, eps)), eps = 1e-12 as kernels::kDistEps;
-// - SGD momentum as Keras: v = mu v - lr g; w += v.
+// - SGD momentum as Keras: v = mu v - lr g; w += v; or RMSprop as Keras 1.2
+//   (the optimiser of Keras's mnist_siamese example): a = rho a + (1 - rho) g^2;
+//   w -= lr g / (sqrt(a) + eps), eps = 1e-8.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -33,7 +35,9 @@ struct MlpConfig {
   double margin = 1.0;
   double lr = 1e-3;
   double momentum = 0.8;
-  int64_t batch = 16;  // pairs per step
+  bool rmsprop = false;  // false: SGD with momentum
+  double rho = 0.9;      // RMSprop's decay of the squared-gradient average
+  int64_t batch = 16;    // pairs per step
 };
 
 class SiameseMlp {
@@ -89,7 +93,7 @@ class SiameseMlp {
   MlpConfig cfg_;
   uint64_t seed_, rng_block_ = 0;
   std::vector<int64_t> dims_;                       // input, hidden...
-  std::vector<std::vector<float>> w_, b_, gw_, gb_, vw_, vb_;
+  std::vector<std::vector<float>> w_, b_, gw_, gb_, vw_, vb_;  // v: momentum, or RMSprop's average
   // Training buffers for R = 2 * batch rows (left members, then right): x_
   // (R, in); a_[l] (R, out_l) the layer's output after ReLU and dropout (its
   // sign is all the backward needs: a kept unit > 0 had z > 0); grad_[l] (R,

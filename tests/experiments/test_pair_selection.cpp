@@ -293,6 +293,74 @@ TEST_P(PairSelectionMlp, FusedGradientsMatchAutogradWithContrastiveLoss) {
 
 INSTANTIATE_TEST_SUITE_P(DenseAndSparseInputs, PairSelectionMlp, ::testing::Bool());
 
+// Two training steps of each optimiser against Keras's update rules applied by
+// hand to a twin net's gradients: SGD v = mu v - lr g, w += v; RMSprop (Keras
+// 1.2) a = rho a + (1 - rho) g^2, w -= lr g / (sqrt(a) + 1e-8).
+TEST(PairSelection, OptimisersFollowKerasUpdateRules) {
+  for (const bool rms : {false, true}) {
+    MlpConfig cfg;
+    cfg.input = 6;
+    cfg.hidden = {5, 4};
+    cfg.batch = 4;
+    cfg.margin = 2.0;
+    cfg.dropout = 0.0;
+    cfg.lr = 0.05;
+    cfg.momentum = 0.8;
+    cfg.rmsprop = rms;
+    cfg.rho = 0.9;
+    SiameseMlp net(cfg, 7), twin(cfg, 7);
+    const int64_t n = 8, in = 6, nb = 4;
+    std::vector<float> x(n * in);
+    Generator g(13, 0);
+    for (float& v : x) v = static_cast<float>(0.1 + g.next_uniform());
+    std::vector<Pair> pairs;
+    std::vector<float> left, right;
+    std::vector<uint8_t> imp;
+    for (int32_t i = 0; i < nb; ++i) {
+      pairs.push_back(Pair{i, i + 4, static_cast<uint8_t>(i % 2)});
+      left.insert(left.end(), x.begin() + i * in, x.begin() + (i + 1) * in);
+      right.insert(right.end(), x.begin() + (i + 4) * in, x.begin() + (i + 5) * in);
+      imp.push_back(static_cast<uint8_t>(i % 2));
+    }
+    std::vector<std::vector<float>> sw(2), sb(2);  // optimiser state per layer
+    auto update = [&](std::vector<float>& w, std::vector<float>& st, const std::vector<float>& grad) {
+      st.resize(w.size(), 0.0f);
+      for (size_t i = 0; i < w.size(); ++i) {
+        if (rms) {
+          st[i] = 0.9f * st[i] + (1.0f - 0.9f) * grad[i] * grad[i];
+          w[i] -= 0.05f * grad[i] / (std::sqrt(st[i]) + 1e-8f);
+        } else {
+          st[i] = 0.8f * st[i] - 0.05f * grad[i];
+          w[i] += st[i];
+        }
+      }
+    };
+    for (int step = 0; step < 2; ++step) {
+      twin.forward_backward(left.data(), right.data(), imp.data(), nb, true);
+      for (size_t l = 0; l < 2; ++l) {
+        update(twin.weight(l), sw[l], twin.weight_grad(l));
+        update(twin.bias(l), sb[l], twin.bias_grad(l));
+      }
+      net.train_epoch(x.data(), n, pairs);
+      for (size_t l = 0; l < 2; ++l) {
+        double moved = 0;
+        for (size_t i = 0; i < net.weight(l).size(); ++i) {
+          EXPECT_NEAR(net.weight(l)[i], twin.weight(l)[i], 1e-6) << (rms ? "rmsprop" : "sgd") << " step " << step;
+          moved = std::max(moved, std::abs(double(net.weight(l)[i])));
+        }
+        for (size_t i = 0; i < net.bias(l).size(); ++i)
+          EXPECT_NEAR(net.bias(l)[i], twin.bias(l)[i], 1e-6) << (rms ? "rmsprop" : "sgd") << " step " << step;
+        EXPECT_GT(moved, 0.0);
+      }
+    }
+    // The steps changed the biases (zero at initialisation): the test compares updates, not two idle nets.
+    double bias_norm = 0;
+    for (size_t l = 0; l < 2; ++l)
+      for (float v : net.bias(l)) bias_norm += std::abs(v);
+    EXPECT_GT(bias_norm, 1e-4) << (rms ? "rmsprop" : "sgd");
+  }
+}
+
 namespace {
 // Three separable clusters in 8-d: class c lights up inputs 2c, 2c+1, plus noise.
 Examples clusters(int n, uint64_t seed) {
