@@ -14,7 +14,9 @@
 //
 // CPU (batch 12, 2 threads): our im2col + GEMM conv per layer and pass, max-pool
 // forward/backward, and the whole branch forward + backward (compare with
-// bench/references/koch_branch_torch.py). Run:
+// bench/references/koch_branch_torch.py); the sampling study's and the conv4
+// preset's layers at batch 128 (BM_ConvCpuStudy/<4..9>/<pass>, compare with
+// koch_conv_layers_torch.py --set studies). Run:
 //   bench_conv --benchmark_out=bench/results/<date>-cpu-conv.json --benchmark_out_format=json
 #include <benchmark/benchmark.h>
 
@@ -52,26 +54,38 @@ using kernels::Conv2dAlgo;
 using kernels::Conv2dParams;
 
 struct Layer {
-  int64_t C, H, K, R;
+  int64_t C, H, K, R, pad = 0;
 };
 const Layer kLayers[4] = {{1, 105, 64, 10}, {64, 48, 128, 7}, {128, 21, 128, 4}, {128, 9, 256, 4}};
+// The other studies' convolutions (CPU, batch 128), numbered on from the Koch
+// layers (layer index 4..9): the sampling study's net (Bielski's EmbeddingNet:
+// 1->32 5x5 on 28x28, 32->64 5x5 on 12x12) and the Omniglot CPU presets' conv4
+// trunk (3x3, padding 1, 64 channels, on 28, 14, 7 and 3).
+const Layer kStudyLayers[6] = {{1, 28, 32, 5},      {32, 12, 64, 5},    {1, 28, 64, 3, 1},
+                               {64, 14, 64, 3, 1}, {64, 7, 64, 3, 1}, {64, 3, 64, 3, 1}};
+const char* kStudyLayerName[6] = {"sampling conv1", "sampling conv2", "conv4 block1",
+                                  "conv4 block2",   "conv4 block3",   "conv4 block4"};
+const Layer& layer_at(int i) { return i < 4 ? kLayers[i] : kStudyLayers[i - 4]; }
 enum Pass { Fwd = 0, BwdData = 1, BwdWeight = 2 };
 const char* kPassName[3] = {"fwd", "bwd_data", "bwd_weight"};
 
 struct ConvData {
   Tensor x, w, y, dy;
   kernels::Conv2dGeom g;
+  int64_t pad = 0;
 };
 
 ConvData make_data(int layer, int64_t N, Device d, uint64_t seed = 1) {
-  const Layer& L = kLayers[layer];
+  const Layer& L = layer_at(layer);
   Generator gen(seed);
   ConvData c;
   c.x = Tensor::empty({N, L.C, L.H, L.H}, DType::F32, d);
   c.w = Tensor::empty({L.K, L.C, L.R, L.R}, DType::F32, d);
   uniform_(c.x, 0, 1, gen);
   uniform_(c.w, -0.05, 0.05, gen);
-  c.g = kernels::conv2d_geometry("bench", c.x.shape(), c.w.shape(), Conv2dParams{});
+  Conv2dParams p;
+  p.pad_h = p.pad_w = c.pad = L.pad;
+  c.g = kernels::conv2d_geometry("bench", c.x.shape(), c.w.shape(), p);
   c.dy = Tensor::empty({N, L.K, c.g.P, c.g.Q}, DType::F32, d);
   uniform_(c.dy, -1, 1, gen);
   return c;
@@ -80,6 +94,7 @@ ConvData make_data(int layer, int64_t N, Device d, uint64_t seed = 1) {
 Tensor run_ours(const ConvData& c, Pass pass, Conv2dAlgo algo) {
   Conv2dParams p;
   p.algo = algo;
+  p.pad_h = p.pad_w = c.pad;
   switch (pass) {
     case Fwd: return kernels::conv2d_forward(c.x, c.w, Tensor(), p);
     case BwdData: return kernels::conv2d_backward_data(c.dy, c.w, c.x.shape(), p);
@@ -100,7 +115,7 @@ double rel_diff(const Tensor& a, const Tensor& b) {
 // TF32 the GEMM path's inputs carry 10-bit mantissas: errors up to ~1e-3 of the
 // largest output here, so 1e-2 (an indexing error is ~1).
 bool validated(benchmark::State& state, int layer, Pass pass, Device d) {
-  static bool done[2][4][3][2] = {};
+  static bool done[2][10][3][2] = {};
   const bool tf32 = d.is_cuda() && kernels::allow_tf32();
   bool& flag = done[d.is_cuda()][layer][pass][tf32];
   if (flag) return true;
@@ -118,20 +133,32 @@ bool validated(benchmark::State& state, int layer, Pass pass, Device d) {
 constexpr int64_t kCpuBatch = 12;
 constexpr int kCpuThreads = 2;
 
-void BM_ConvCpu(benchmark::State& state) {
+// One CPU layer and pass at batch N on kCpuThreads threads (Conv2dAlgo::Gemm).
+void conv_cpu(benchmark::State& state, int64_t N, const std::string& name) {
   set_num_threads(kCpuThreads);
   const int layer = int(state.range(0));
   const Pass pass = Pass(state.range(1));
   if (!validated(state, layer, pass, Device::cpu())) return;
-  ConvData c = make_data(layer, kCpuBatch, Device::cpu());
+  ConvData c = make_data(layer, N, Device::cpu());
   run_ours(c, pass, Conv2dAlgo::Gemm);  // warm-up (scratch buffers, page faults)
   for (auto _ : state) benchmark::DoNotOptimize(run_ours(c, pass, Conv2dAlgo::Gemm));
-  const double flops = kernels::conv2d_flops(c.g);
-  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(std::string("layer") + std::to_string(layer + 1) + " " + kPassName[pass] +
-                 " N=12 threads=2");
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(kernels::conv2d_flops(c.g) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(name + " " + kPassName[pass] + " N=" + std::to_string(N) + " threads=2");
+}
+
+void BM_ConvCpu(benchmark::State& state) {
+  conv_cpu(state, kCpuBatch, "layer" + std::to_string(state.range(0) + 1));
 }
 BENCHMARK(BM_ConvCpu)->ArgsProduct({{0, 1, 2, 3}, {0, 1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The sampling study's and the conv4 preset's layers at their training batch
+// (128), 2 threads: compare with koch_conv_layers_torch.py --set studies.
+constexpr int64_t kStudyBatch = 128;
+void BM_ConvCpuStudy(benchmark::State& state) {
+  conv_cpu(state, kStudyBatch, kStudyLayerName[state.range(0) - 4]);
+}
+BENCHMARK(BM_ConvCpuStudy)->ArgsProduct({{4, 5, 6, 7, 8, 9}, {0, 1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // Max pool 2x2 stride 2 at the three Koch pooling inputs, forward and backward.
 void BM_MaxPoolCpu(benchmark::State& state) {

@@ -258,6 +258,28 @@ TEST(GemmCpu, ThreadCountsAgree) {
   set_num_threads(saved);
 }
 
+// Many row blocks (each of whole MR-row slivers, spread evenly over the threads)
+// with a ragged last sliver: every thread count gives the same bits, on every ISA path.
+TEST(GemmCpu, RowBlocksSplitEvenlyAndBitIdenticalAcrossThreads) {
+  const int saved = num_threads();
+  const int64_t M = 2051, N = 67, K = 300;
+  auto A = random_vec<float>(M * K, 21);
+  auto B = random_vec<float>(K * N, 22);
+  std::vector<float> first;
+  for (int nt : {1, 2, 3, 4}) {
+    set_num_threads(nt);
+    std::vector<float> C(M * N, 0.0f);
+    gemm_cpu<float>(false, false, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, C.data(), N);
+    if (first.empty()) {
+      first = C;
+      run_cpu_case<float>(Problem{false, false, M, N, K}, 23);  // against the textbook loop
+    } else {
+      EXPECT_EQ(C, first) << "threads " << nt;
+    }
+  }
+  set_num_threads(saved);
+}
+
 TEST(GemmCpu, BatchedMatchesPerMatrixReference) {
   for (int t = 0; t < 4; ++t) {
     for (int64_t batch : {1, 3, 9}) {
