@@ -69,7 +69,7 @@ def main(d):
     print("\n| Koch triplet train step (2 threads) | ours img/s | PyTorch reused heap img/s | as installed | ratio reused / installed |")
     print("|---|---:|---:|---:|---:|")
     for b in (4, 16, 50):
-        ours = t.get(f"BM_TrainStepCpu/{b}/manual_time")
+        ours = next((v for k, v in t.items() if k.startswith(f"BM_TrainStepCpu/{b}/")), None)
         if not ours:
             continue
         oi = ours[2].get("images_per_s")
