@@ -241,6 +241,15 @@ bool Flags::user_set(const std::string& key) const {
   auto it = entries_.find(key);
   return it != entries_.end() && (it->second.origin == Origin::Config || it->second.origin == Origin::CommandLine);
 }
+bool Flags::user_changed(const std::string& key) const {
+  if (!user_set(key)) return false;
+  const Entry& e = entries_.at(key);
+  switch (e.kind) {  // compare as values: "1e-3" and "0.001" are the same double
+    case Kind::Int: return std::strtoll(e.value.c_str(), nullptr, 10) != std::strtoll(e.def.c_str(), nullptr, 10);
+    case Kind::Double: return std::strtod(e.value.c_str(), nullptr) != std::strtod(e.def.c_str(), nullptr);
+    default: return e.value != e.def;
+  }
+}
 Flags::Origin Flags::origin(const std::string& key) const {
   auto it = entries_.find(key);
   MN_CHECK(it != entries_.end(), "Flags: option '", key, "' was never declared");

@@ -64,6 +64,10 @@ class Flags {
   bool flag(const std::string& key) const;
   // True when the user set it (command line or config), not a default or preset.
   bool user_set(const std::string& key) const;
+  // user_set and the value differs from the declared default: what "this flag does
+  // not apply here" checks ask, so that a run's config.txt (every flag, defaults
+  // included) reads back without tripping them.
+  bool user_changed(const std::string& key) const;
   Origin origin(const std::string& key) const;
   // The value as text (as config files and checkpoints hold it).
   std::string text(const std::string& key) const;

@@ -128,10 +128,10 @@ void OmniglotStudy::check_flags(const Flags& f, bool evaluating) const {
   // Flag against flag first, then the paths.
   if (f.str("trunk") == "conv4") {
     for (const char* k : {"width", "activation", "lrn", "batchnorm", "dropout", "sigmoid-embedding", "init"})
-      MN_CHECK(!f.user_set(k), "--", k, " applies to --trunk koch only; conv4 is fixed (3x3 convolutions, "
+      MN_CHECK(!f.user_changed(k), "--", k, " applies to --trunk koch only; conv4 is fixed (3x3 convolutions, "
                "batch-norm, ReLU, max-pool 2): leave --", k, " out or use --trunk koch");
   } else {
-    MN_CHECK(!f.user_set("channels"), "--channels applies to --trunk conv4 only (Koch's net: --width)");
+    MN_CHECK(!f.user_changed("channels"), "--channels applies to --trunk conv4 only (Koch's net: --width)");
   }
   check_kind_flags(f);
   if (evaluating) {

@@ -61,7 +61,7 @@ class TripletStudy : public OmniglotStudy {
                "--share full or --trunk koch");
     if (!is_online_sampling(f.str("sampling")))
       for (const char* k : {"per-class", "pk-alphabet"})
-        MN_CHECK(!f.user_set(k), "--", k, " applies to online sampling (P x K batches) only, not to --sampling ",
+        MN_CHECK(!f.user_changed(k), "--", k, " applies to online sampling (P x K batches) only, not to --sampling ",
                  f.str("sampling"));
     const bool whole = is_whole_batch_loss(f.str("loss")), balanced = f.str("sampling") == "online-balanced";
     MN_CHECK(whole == balanced, "--loss ", f.str("loss"), " with --sampling ", f.str("sampling"), ": ",

@@ -82,7 +82,7 @@ void SamplingStudy::check_flags(const Flags& f, bool) const {
              ": training has 9 classes (one is unseen); use 2 to 9");
   } else {
     for (const char* k : {"classes-per-batch", "per-class"})
-      MN_CHECK(!f.user_set(k), "--", k, " applies to the online strategies only, not to --strategy ", s.flag);
+      MN_CHECK(!f.user_changed(k), "--", k, " applies to the online strategies only, not to --strategy ", s.flag);
   }
   dataset_dir(f.str("dataset"), f.str("data-dir"));  // throws naming --data-dir when there is none
 }

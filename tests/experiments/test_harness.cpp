@@ -284,6 +284,43 @@ TEST(StudyHarness, ConfigTextQuotesWhatWouldNotReadBack) {
   EXPECT_THROW(h.load_config_text("epochs # = 3\n", "c.cfg"), mn::Error);
 }
 
+// "--x applies only to ..." checks ask user_changed: set by the user to something
+// other than the default. A run's config.txt holds every flag, defaults included,
+// so a conv4 run of either binary (whose config lists Koch's --width, and a Koch
+// run's lists --channels) must read back without tripping them.
+TEST(StudyHarness, FlagsThatDoNotApplyAreRefusedOnlyWhenChanged) {
+  mn::exp::Flags f("t", "t");
+  f.add_int("channels", 64, "n", 1, 4096);
+  f.add_double("width", 1.0, "x", 0.01, 16.0);
+  f.add_bool("lrn", false, "b");
+  EXPECT_FALSE(f.user_changed("channels"));
+  f.load_config_text("channels = 64\nwidth = 1e0\nlrn = false\n", "config.txt");
+  for (const char* k : {"channels", "width", "lrn"}) {
+    EXPECT_TRUE(f.user_set(k)) << k;
+    EXPECT_FALSE(f.user_changed(k)) << k;
+  }
+  f.set("channels", "8", mn::exp::Flags::Origin::CommandLine, "command line");
+  f.set("width", "0.5", mn::exp::Flags::Origin::Config, "c.cfg:2");
+  f.set("lrn", "true", mn::exp::Flags::Origin::CommandLine, "command line");
+  for (const char* k : {"channels", "width", "lrn"}) EXPECT_TRUE(f.user_changed(k)) << k;
+  f.set("channels", "16", mn::exp::Flags::Origin::Preset, "cpu-demo preset");
+  EXPECT_FALSE(f.user_changed("channels")) << "a preset is not the user";
+
+  TempDir out("rt_conv4"), cache("cache");
+  for (const StudyKind kind : {StudyKind::Triplet, StudyKind::Siamese}) {
+    const std::string a = out / (kind == StudyKind::Triplet ? "tri_a" : "sia_a");
+    const std::string b = out / (kind == StudyKind::Triplet ? "tri_b" : "sia_b");
+    RunResult first = run_study(kind, std::vector<std::string>{"--data-dir", omniglot_root(), "--out-dir", a, "--cache-dir", cache.str(),
+                                       "--device", "cpu", "--preset", "full", "--embedding", "32", "--val-way", "5",
+                                       "--eval-batch", "64", "--epochs", "1", "--trunk", "conv4", "--channels", "8",
+                                       "--image-size", "28"} + kSmall);
+    ASSERT_EQ(first.rc, 0) << first.err;
+    std::ofstream(out / "round.cfg") << read_text(a + "/config.txt");
+    RunResult r = run_study(kind, {"--config", out / "round.cfg", "--out-dir", b});
+    EXPECT_EQ(r.rc, 0) << r.err;
+  }
+}
+
 // Flag values go into JSON (checkpoints, summary.json): text that is not UTF-8
 // is refused naming the flag (found by fuzz_config: it escaped as a JSON
 // type_error before).
