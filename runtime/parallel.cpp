@@ -63,7 +63,12 @@ class Pool {
     stop();
     nthreads_ = std::max(1, n);
     stopping_.store(false);
-    for (int i = 1; i < nthreads_; ++i) workers_.emplace_back([this] { loop(); });
+    // The generation is read here, before the threads start: a worker that reads it
+    // itself may start after the first run() has published its job and then wait
+    // for the next one, leaving that whole region to the caller (pair_selection's
+    // study, a single region, ran on one core).
+    const uint64_t start = gen_.load() & ~uint64_t(1);
+    for (int i = 1; i < nthreads_; ++i) workers_.emplace_back([this, start] { loop(start); });
   }
 
   void run(int64_t nchunks, const Job& chunk) {
@@ -144,8 +149,7 @@ class Pool {
     return g;
   }
 
-  void loop() {
-    uint64_t seen = gen_.load() & ~uint64_t(1);
+  void loop(uint64_t seen) {
     for (;;) {
       const uint64_t g = wait_for_job(seen);
       if (stopping_.load()) return;

@@ -164,6 +164,30 @@ TEST(Parallel, BackToBackRegionsRunEachChunkOnceAndFinish) {
   set_num_threads(2);
 }
 
+// The first region after the pool (re)starts its workers runs on all of them: a
+// worker that started after the region was published used to wait for the next
+// one, so a study made of one long region ran on one core. Each chunk waits
+// (up to 2 s) until both have started; run serially, the first would time out.
+TEST(Parallel, FirstRegionAfterStartingTheWorkersUsesThemAll) {
+  for (int round = 0; round < 20; ++round) {
+    set_num_threads(1);
+    set_num_threads(2);  // fresh workers, then at once one region of two chunks
+    std::atomic<int> started{0};
+    std::atomic<int> timed_out{0};
+    parallel_for(0, 2, 1, [&](int64_t, int64_t) {
+      ++started;
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+      while (started.load() < 2)
+        if (std::chrono::steady_clock::now() > until) {
+          ++timed_out;
+          break;
+        }
+    });
+    ASSERT_EQ(timed_out.load(), 0) << "round " << round << ": the two chunks did not run at the same time";
+  }
+  set_num_threads(2);
+}
+
 // Exceptions in consecutive regions, and a region after a pause long enough for
 // the workers to stop spinning and sleep: every region still completes.
 TEST(Parallel, ExceptionsAndSleepingWorkers) {
