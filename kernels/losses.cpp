@@ -2,8 +2,6 @@
 // output allocation, and the CPU / CUDA choice (no silent fallback).
 #include "kernels/losses.h"
 
-#include <algorithm>
-
 #include "kernels/gemm.h"
 #include "kernels/gemm_config.h"
 #include "runtime/dispatch.h"
@@ -94,8 +92,9 @@ TermResult triplet_run(const TripletLossParams& P, const Tensor& a, const Tensor
     rows.ia = ia.defined() ? ia.data<int64_t>() : nullptr;
     rows.ip = ip.defined() ? ip.data<int64_t>() : nullptr;
     rows.in = in.defined() ? in.data<int64_t>() : nullptr;
-    if (ia.defined() || ip.defined() || in.defined())
-      rows.rows = std::min(a.size(0), pair ? p.size(0) : std::min(p.size(0), n.size(0)));
+    // The indexed forms pass one embedding matrix as a, p and n (and check CPU
+    // lists against its rows); CUDA kernels check device lists against the same bound.
+    if (ia.defined() || ip.defined() || in.defined()) rows.rows = a.size(0);
     MN_DEVICE_CALL(op, a.device(), triplet_loss_forward, P, N, D, rows, outs<scalar_t>(r));
     reduce<scalar_t>(r, red, N, pair);
   });
@@ -158,7 +157,7 @@ TermResult contrastive_run(ContrastiveForm form, double margin, const Tensor& x1
     rows.Ep = x2.data<scalar_t>();
     rows.ia = i1.defined() ? i1.data<int64_t>() : nullptr;
     rows.ip = i2.defined() ? i2.data<int64_t>() : nullptr;
-    if (i1.defined() || i2.defined()) rows.rows = std::min(x1.size(0), x2.size(0));
+    if (i1.defined() || i2.defined()) rows.rows = x1.size(0);  // x1 is x2 (see triplet_run)
     MN_DEVICE_CALL(op, x1.device(), contrastive_forward,
         form, margin, N, D, rows, lab.data<int64_t>(), outs<scalar_t>(r));
     reduce<scalar_t>(r, red, N, true);
