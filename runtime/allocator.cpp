@@ -208,6 +208,10 @@ void count_transfer(bool to_device, bool from_device, size_t bytes) {
     g_transfer.d2h_bytes += bytes;
   }
 }
+void count_host_read() {
+  std::lock_guard<std::mutex> lk(g_transfer_mu);
+  g_transfer.host_reads++;
+}
 }  // namespace detail
 
 namespace cuda {

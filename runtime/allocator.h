@@ -74,14 +74,20 @@ bool caching_enabled();
 
 // Host<->device transfer accounting: every copy between devices goes through
 // Tensor::to / copy_ and is counted here, so hidden transfers are visible.
+// host_reads counts every read of a tensor's values by the host through
+// Tensor::to_vector / to_double_vector / item, on any device: on a GPU each is
+// a synchronisation, so a training step that should not wait for the device can
+// be checked for them on the CPU too.
 struct TransferStats {
   uint64_t h2d_copies = 0, d2h_copies = 0, d2d_copies = 0;
   uint64_t h2d_bytes = 0, d2h_bytes = 0;
+  uint64_t host_reads = 0;
 };
 TransferStats transfer_stats();
 void reset_transfer_stats();
 namespace detail {
 void count_transfer(bool to_device, bool from_device, size_t bytes);
+void count_host_read();
 }
 
 }  // namespace mn

@@ -109,6 +109,7 @@ std::vector<T> Tensor::to_vector() const {
   check_defined("to_vector");
   MN_CHECK(dtype_ == dtype_of<T>, "Tensor::to_vector: tensor ", desc(), " read as ",
            dtype_name(dtype_of<T>));
+  detail::count_host_read();
   Tensor c = cpu().contiguous();
   std::vector<T> out(static_cast<size_t>(numel()));
   if (!out.empty()) std::memcpy(out.data(), c.raw_data(), out.size() * sizeof(T));

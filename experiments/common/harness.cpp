@@ -26,7 +26,7 @@ namespace mn::exp {
 // it computes: --epochs (restored when not given), the stop flags and the device
 // of this invocation, the out dir being resumed, and where the data and its
 // packed cache live (they must hold the same data).
-const std::vector<std::string> kResumeMayChange = {"epochs", "time-limit", "stop-after", "device",
+const std::vector<std::string> kResumeMayChange = {"epochs", "time-limit", "stop-after", "device", "log-every",
                                                    "out-dir", "resume", "data-dir", "cache-dir"};
 
 namespace {
@@ -50,13 +50,17 @@ void declare_harness_flags(Flags& f, const Study& st) {
                "summary.json and report.md go");
   f.add_int("seed", 1, "seed of initialisation, sampling and dropout", 0);
   f.add_bool("resume", false, "continue the run in --out-dir from last.safetensors (also from a mid-epoch "
-             "stop) with its stored configuration; only --epochs, --time-limit, --stop-after, --device, "
+             "stop) with its stored configuration; only --epochs, --time-limit, --stop-after, --device, --log-every, "
              "--out-dir, --data-dir and --cache-dir may differ");
   f.add_double("time-limit", 0, "stop resumably before this many seconds of wall time have passed (0: none); "
                "the progress is saved and --resume continues exactly. Exit status 3", 0, 1e9);
   f.add_int("stop-after", 0, "stop resumably after this many training steps in this run (0: none); exit status 3",
             0);
   if (st.epoch_shaped()) f.add_int("epochs", st.default_epochs(), "training epochs", 1, 1000000);
+  if (st.epoch_shaped())
+    f.add_int("log-every", 0, "training steps between reads of the step statistics (progress line, NaN check) "
+              "to the host; 0: every step on the CPU, every 50 on a GPU, where each read waits for the device",
+              0, 1000000);
   if (st.can_evaluate()) f.add_string("evaluate", "", "only evaluate this checkpoint (written by this study)");
   f.add_bool("tf32", false, "GPU: float32 convolutions and matrix products on TF32 tensor cores (inputs "
              "rounded to a 10-bit mantissa, as PyTorch's cuDNN default); also MN_ALLOW_TF32=1");
@@ -111,7 +115,7 @@ void apply_resume_contract(Flags& f, const Study& st, const std::string& ckpt) {
     }
     throw UsageError("--resume: --" + k + " is " + mine + " on " + source_name(o) + " but the run in '" + ckpt +
                      "' used " + theirs + "; a resumed run keeps its configuration (only --epochs, --time-limit, "
-                     "--stop-after, --device, --out-dir, --data-dir, --cache-dir may change): drop --" + k +
+                     "--stop-after, --device, --log-every, --out-dir, --data-dir, --cache-dir may change): drop --" + k +
                      " or start a new run in another --out-dir");
   }
 }
@@ -169,6 +173,17 @@ void check_regular_file(const std::string& path, const std::string& flag) {
   if (::stat(path.c_str(), &s) != 0)
     MN_THROW(flag, ": cannot open '", path, "': ", std::strerror(errno));
   if (!S_ISREG(s.st_mode)) MN_THROW(flag, ": '", path, "' is not a regular file (a directory?)");
+}
+
+DeviceStats host_device_stats(const Stats& s) {
+  DeviceStats d;
+  std::vector<double> v;
+  for (const auto& [k, x] : s) {
+    d.names.push_back(k);
+    v.push_back(x);
+  }
+  d.values = Tensor::from_vector(v, {static_cast<int64_t>(v.size())});
+  return d;
 }
 
 Stats Study::must_override(const char* hook) const {

@@ -65,6 +65,7 @@
 #include "experiments/common/progress.h"
 #include "nn/checkpoint.h"
 #include "runtime/device.h"
+#include "runtime/tensor.h"
 
 namespace mn::nn {
 class Module;
@@ -75,6 +76,19 @@ namespace mn::exp {
 
 // Named scalars in a fixed order, e.g. {{"train_loss", 0.2}, {"active_share", 0.8}}.
 using Stats = std::vector<std::pair<std::string, double>>;
+
+// A training step's statistics left where the step computed them: values is a
+// (k) float64 tensor on the step's device, names[i] names values[i]. The
+// harness adds the steps' values up on that device and reads the sums to the
+// host every --log-every steps and at the end of an epoch (or a stop), so a GPU
+// step does not wait for the host to print its loss. The first entry is the
+// loss; a non-finite sum stops the run (at the next read).
+struct DeviceStats {
+  std::vector<std::string> names;
+  Tensor values;
+};
+// Host values as DeviceStats on the CPU (what the default train_step_on_device() returns).
+DeviceStats host_device_stats(const Stats& s);
 
 // Flags that may differ between a run and its --resume (documented in --help):
 // they change how long or where the run goes on, not what it computes.
@@ -156,6 +170,10 @@ class Study {
   // One training step. The first entry is the loss (a non-finite value stops
   // the run with status 1); the epoch's metrics line holds each entry's mean.
   virtual Stats train_step() { return must_override("train_step"); }
+  // The same step with its statistics left on the device (DeviceStats). The
+  // harness calls this one; the default runs train_step() and wraps its host
+  // values. A GPU study overrides it so the step makes no host read.
+  virtual DeviceStats train_step_on_device() { return host_device_stats(train_step()); }
   // Validation after each epoch; selection_metric() names the entry (higher is
   // better) that picks best.safetensors.
   virtual Stats validate() { return must_override("validate"); }

@@ -13,6 +13,7 @@
 
 #include "experiments/common/file_hash.h"
 #include "experiments/common/harness_internal.h"
+#include "kernels/elementwise.h"
 #include "nn/module.h"
 #include "runtime/error.h"
 
@@ -217,6 +218,9 @@ int train_epochs(Study& st, Context& ctx) {
   write_file_atomic(ctx.out_path("config.txt"), f.to_config());
   MetricsLog& log = ctx.open_log(ctx.resuming() ? ls.start_epoch : -1);
   const std::string sel = st.selection_metric(), item_name = st.items_name();
+  // Host reads of the step statistics: every step on the CPU (free there), every
+  // 50 on a GPU (each read waits for the device's queue to drain).
+  const int64_t log_every = f.i64("log-every") > 0 ? f.i64("log-every") : (ctx.device().is_cuda() ? 50 : 1);
 
   // Cost estimates for --time-limit and the ETA.
   auto val_estimate = [&] {
@@ -275,38 +279,65 @@ int train_epochs(Study& st, Context& ctx) {
     const auto seg_start = std::chrono::steady_clock::now();
     auto seg_seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - seg_start).count(); };
     int64_t seg_items = 0;
+    // The steps since the last read: their statistics summed on the step's
+    // device (DeviceStats), read into `sums` every --log-every steps, before a
+    // stop and at the end of the epoch: one host read per interval.
+    Tensor pending;
+    int64_t pending_first = 0, last_it = first_it - 1;
+    auto read_pending = [&]() -> int {
+      if (!pending.defined()) return kExitOk;
+      const std::vector<double> v = pending.to_double_vector();
+      pending = Tensor();
+      if (!std::isfinite(v[0])) {
+        ctx.bar().finish();
+        const std::string when = pending_first == last_it
+                                     ? "step " + std::to_string(last_it)
+                                     : "one of steps " + std::to_string(pending_first) + "-" + std::to_string(last_it);
+        std::fprintf(stderr, "\nerror: the %s became %s at epoch %lld %s; stopping. The last good checkpoint "
+                     "is %s (after epoch %lld).\n", sums[0].first.c_str(), std::isnan(v[0]) ? "NaN" : "infinite",
+                     static_cast<long long>(epoch), when.c_str(), last.c_str(), static_cast<long long>(epoch - 1));
+        return kExitFailed;
+      }
+      for (size_t i = 0; i < v.size(); ++i) sums[i].second += v[i];
+      return kExitOk;
+    };
     for (int64_t it = first_it; it <= iters; ++it) {
       ctx.before_step = true;
       if (ctx.stop_requested(ls.step_s)) {
+        if (read_pending() != kExitOk) return kExitFailed;
         const double s = seg_seconds();
         ls.total_train_s += s;
         return stop_now(epoch, it - 1, sums, epoch_train_s + s);
       }
-      Stats s = st.train_step();
-      MN_CHECK(!s.empty(), st.name(), ": train_step() returned no stats");
-      if (!std::isfinite(s[0].second)) {
-        ctx.bar().finish();
-        std::fprintf(stderr, "\nerror: the %s became %s at epoch %lld step %lld; stopping. The last good checkpoint "
-                     "is %s (after epoch %lld).\n", s[0].first.c_str(), std::isnan(s[0].second) ? "NaN" : "infinite",
-                     static_cast<long long>(epoch), static_cast<long long>(it), last.c_str(),
-                     static_cast<long long>(epoch - 1));
-        return kExitFailed;
-      }
+      DeviceStats s = st.train_step_on_device();
+      MN_CHECK(!s.names.empty() && s.values.defined() && s.values.numel() == static_cast<int64_t>(s.names.size()),
+               st.name(), ": train_step() returned ", s.names.size(), " stat names and ",
+               s.values.defined() ? s.values.numel() : 0, " values");
       ctx.count_step();
-      if (sums.empty() && it == 1) for (const auto& kv : s) sums.emplace_back(kv.first, 0.0);
-      MN_CHECK(sums.size() == s.size(), st.name(), ": train_step() returned ", s.size(), " stats, the epoch has ",
-               sums.size(), " (resumed from a checkpoint of another version?)");
-      for (size_t i = 0; i < s.size(); ++i) {
-        MN_CHECK(sums[i].first == s[i].first, st.name(), ": train_step() stat ", i, " is '", s[i].first,
+      if (sums.empty() && it == 1) for (const auto& k : s.names) sums.emplace_back(k, 0.0);
+      MN_CHECK(sums.size() == s.names.size(), st.name(), ": train_step() returned ", s.names.size(),
+               " stats, the epoch has ", sums.size(), " (resumed from a checkpoint of another version?)");
+      for (size_t i = 0; i < s.names.size(); ++i)
+        MN_CHECK(sums[i].first == s.names[i], st.name(), ": train_step() stat ", i, " is '", s.names[i],
                  "', expected '", sums[i].first, "'");
-        sums[i].second += s[i].second;
+      Tensor v = s.values.dtype() == DType::F64 ? s.values.contiguous().view({s.values.numel()})
+                                                 : s.values.to(DType::F64).contiguous().view({s.values.numel()});
+      if (pending.defined() && pending.device() == v.device()) {
+        pending = kernels::add(pending, v);
+      } else {
+        if (read_pending() != kExitOk) return kExitFailed;
+        pending = v.clone();
+        pending_first = it;
       }
+      last_it = it;
       seg_items += items;
+      if ((it - first_it + 1) % log_every != 0 && it != iters) continue;
+      if (read_pending() != kExitOk) return kExitFailed;
       const double e = seg_seconds();
       ls.step_s = e / static_cast<double>(it - first_it + 1);
       update_eta(epoch, it, false);
       Stats shown;
-      for (const auto& [k, v] : sums) shown.emplace_back(k, v / static_cast<double>(it));
+      for (const auto& [k, val] : sums) shown.emplace_back(k, val / static_cast<double>(it));
       char rate[48];
       std::snprintf(rate, sizeof rate, "%.0f %s/s", e > 0 ? (items ? seg_items / e : (it - first_it + 1) / e) : 0.0,
                     items ? item_name.c_str() : "steps");

@@ -10,6 +10,7 @@
 
 #include "autograd/ops.h"
 #include "data/dataset.h"
+#include "kernels/elementwise.h"
 #include "data/lake_runs.h"
 #include "data/omniglot.h"
 #include "experiments/omniglot/names.h"
@@ -18,6 +19,16 @@
 #include "runtime/error.h"
 
 namespace mn::exp {
+
+DeviceStats loss_device_stats(const Tensor& stats, double n, std::vector<std::string> names) {
+  MN_CHECK(stats.numel() >= 4 && names.size() == 4, "loss_device_stats: ", stats.numel(), " stats for ",
+           names.size(), " names");
+  Tensor head = stats.contiguous().view({stats.numel()}).narrow(0, 0, 4);
+  Tensor v = head.dtype() == DType::F64 ? head.clone() : head.to(DType::F64);
+  Tensor active = v.narrow(0, 1, 1);
+  active.copy_(kernels::mul_scalar(active, n > 0 ? 1.0 / n : 0.0));  // on the device
+  return {std::move(names), v};
+}
 
 // ------------------------------------------------------------------ flags --
 void OmniglotStudy::declare_flags(Flags& f) {

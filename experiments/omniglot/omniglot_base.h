@@ -28,6 +28,12 @@ struct GroupScore {
   int64_t trials = 0;
 };
 
+// A loss's stats tensor (nn::LossOutput::stats: loss, active terms, mean
+// positive, mean negative, normaliser) as a step's DeviceStats under `names`:
+// the first four, the active count divided by `n`; computed on the loss's
+// device with no host read.
+DeviceStats loss_device_stats(const Tensor& stats, double n, std::vector<std::string> names);
+
 class OmniglotStudy : public Study {
  public:
   int64_t default_epochs() const override { return 50; }

@@ -74,17 +74,17 @@ class SiameseStudy : public OmniglotStudy {
   }
   int64_t loader_triplets() const override { return f_->i64("batch") / 2; }
 
-  Stats train_step() override {
+  // The step's stats stay on the device (the harness reads them every --log-every steps).
+  DeviceStats train_step_on_device() override {
     const int64_t B = f_->i64("batch");
     PairBatch pb = data_->pair_batch(B);
     auto e = net_->embed_pairs(Variable(pb.left), Variable(pb.right));
     nn::LossOutput out = nn::koch_siamese_loss(e[0], e[1], net_->head_weight(), net_->head_bias(), pb.target);
     out.loss.backward();
-    auto h = out.host_stats();
     opt_->step();
     opt_->zero_grad();
-    return {{"train_loss", h.loss}, {"active_share", h.active / static_cast<double>(B)},
-            {"mean_weighted_l1_genuine", h.mean_pos}, {"mean_weighted_l1_impostor", h.mean_neg}};
+    return loss_device_stats(out.stats, static_cast<double>(B),
+                             {"train_loss", "active_share", "mean_weighted_l1_genuine", "mean_weighted_l1_impostor"});
   }
 
   // Share of the fixed validation pairs whose logit has the right sign.

@@ -145,10 +145,9 @@ class TripletStudy : public OmniglotStudy {
     return lo;
   }
 
-  Stats stats(const nn::LossOutput& out, double n) const {
-    auto h = out.host_stats();
-    return {{"train_loss", h.loss}, {"active_share", h.active / n}, {"mean_d_pos", h.mean_pos},
-            {"mean_d_neg", h.mean_neg}};
+  // The step's stats, left on the device (the harness reads them every --log-every steps).
+  static DeviceStats stats(const Tensor& loss_stats, double n) {
+    return loss_device_stats(loss_stats, n, {"train_loss", "active_share", "mean_d_pos", "mean_d_neg"});
   }
 
   // A whole-batch loss from the registry (multi-similarity), mining inside its kernel.
@@ -164,18 +163,16 @@ class TripletStudy : public OmniglotStudy {
     return *objective_;
   }
 
-  Stats train_step() override {
+  DeviceStats train_step_on_device() override {
     const int64_t B = f_->i64("batch");
-    Stats s;
+    DeviceStats s;
     if (f_->str("sampling") == "online-balanced") {
       PKBatch pk = data_->pk_batch(B, f_->i64("per-class"), sample_gen_);
       Variable e = net_->embed_candidate(Variable(pk.images));
       nn::ObjectiveOutput out = whole_batch_objective()(e, pk.labels, &sample_gen_);
       out.loss.backward();
-      auto h = kernels::read_stats(out.stats);
       // mean_pos / mean_neg are similarities for multi-similarity (nn/objective.h).
-      s = {{"train_loss", h.loss}, {"active_share", out.tuples ? h.active / out.tuples : 0.0},
-           {"mean_d_pos", h.mean_pos}, {"mean_d_neg", h.mean_neg}};
+      s = stats(out.stats, static_cast<double>(out.tuples));
     } else if (is_online_sampling(f_->str("sampling"))) {
       // P x K batch (K = 3 by default: 3B images, as many as B random triplets),
       // mined on the device from the detached squared distances of the embeddings.
@@ -188,16 +185,16 @@ class TripletStudy : public OmniglotStudy {
       Tensor dist = kernels::pairwise_distance_matrix(e.data(), true);
       kernels::MinedTriplets mined = kernels::mine_triplets(dist, pk.labels, mp, &sample_gen_);
       if (mined.triplets.size(0) == 0)  // nothing violates: no update
-        return {{"train_loss", 0}, {"active_share", 0}, {"mean_d_pos", 0}, {"mean_d_neg", 0}};
+        return host_device_stats({{"train_loss", 0}, {"active_share", 0}, {"mean_d_pos", 0}, {"mean_d_neg", 0}});
       nn::LossOutput out = nn::triplet_loss(e, mined.triplets, loss_options());
       out.loss.backward();
-      s = stats(out, static_cast<double>(mined.triplets.size(0)));
+      s = stats(out.stats, static_cast<double>(mined.triplets.size(0)));
     } else {
       TripletBatch tb = data_->triplet_batch();
       auto e = net_->embed_triplets(Variable(tb.anchors), Variable(tb.positives), Variable(tb.negatives));
       nn::LossOutput out = nn::triplet_loss(e[0], e[1], e[2], loss_options());
       out.loss.backward();
-      s = stats(out, static_cast<double>(B));
+      s = stats(out.stats, static_cast<double>(B));
     }
     opt_->step();
     opt_->zero_grad();

@@ -16,6 +16,8 @@
 // skips Lake's final test (tested in tests/data against Lake's layout).
 #include <gtest/gtest.h>
 
+#include "runtime/allocator.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -206,6 +208,39 @@ TEST_P(MidEpochResume, StopsAnywhereAndResumesExactly) {
 
 INSTANTIATE_TEST_SUITE_P(BothStudies, MidEpochResume, ::testing::Values(StudyKind::Triplet, StudyKind::Siamese),
                          [](const auto& info) { return info.param == StudyKind::Triplet ? "Triplet" : "Siamese"; });
+
+// The training step leaves its statistics on the device (DeviceStats): with
+// --log-every beyond the run, a run of 5 steps reads nothing more to the host
+// than a run of 1 (setup and the stop's single read are the same in both), for
+// each kind of step: offline triplets, a P x K whole-batch loss, mined triplets,
+// siamese pairs. On the CPU this checks the study and harness code; the device
+// reads inside the CUDA kernels' launchers are GPU tests (tests/gpu).
+TEST(OmniglotStudy, StepsReadNothingToTheHostBetweenLogReads) {
+  struct Case {
+    StudyKind kind;
+    std::vector<std::string> flags;
+  };
+  const std::vector<Case> cases = {
+      {StudyKind::Triplet, {}},
+      {StudyKind::Triplet, {"--sampling", "online-balanced", "--loss", "multi-similarity", "--per-class", "2"}},
+      {StudyKind::Triplet, {"--sampling", "batch-hard", "--per-class", "2"}},
+      {StudyKind::Siamese, {}}};
+  for (const Case& c : cases) {
+    uint64_t reads[2];
+    int k = 0;
+    for (const char* steps : {"1", "5"}) {
+      TempDir out("reads"), cache("cache");
+      const uint64_t before = mn::transfer_stats().host_reads;
+      ASSERT_EQ(run_study(c.kind, base_args(out.str(), cache.str()) + c.flags +
+                                      std::vector<std::string>{"--iters", "8", "--batch", "4", "--val-triplets", "12",
+                                                               "--val-tasks", "6", "--log-every", "100",
+                                                               "--stop-after", steps}).rc, 3);
+      reads[k++] = mn::transfer_stats().host_reads - before;
+    }
+    EXPECT_EQ(reads[1], reads[0]) << (c.kind == StudyKind::Triplet ? "triplet" : "siamese") << " "
+                                  << (c.flags.empty() ? "default" : c.flags[1]);
+  }
+}
 
 // A CPU run gives the same weights, RNG states and metrics for any thread count
 // (every CPU kernel's reductions run in an order that does not depend on it).
