@@ -57,12 +57,12 @@ TermOut<T> outs(const TermResult& r) {
 }
 
 template <typename T>
-void reduce(const TermResult& r, Reduction red, int64_t N, bool pair) {
+void reduce(const TermResult& r, Reduction red, int64_t N, bool pair, const int64_t* count = nullptr) {
   const T* d2 = pair ? nullptr : r.dn.data<T>();
   const uint8_t* pos = pair ? r.is_pos.data<uint8_t>() : nullptr;
   using scalar_t = T;
   MN_DEVICE_CALL("loss_reduce", r.loss.device(), loss_reduce, red, N, r.loss.data<T>(),
-                 r.dp.data<T>(), d2, pos, r.active.data<uint8_t>(), r.stats.data<T>());
+                 r.dp.data<T>(), d2, pos, r.active.data<uint8_t>(), r.stats.data<T>(), count);
 }
 
 void check_emb(const char* op, const Tensor& t, const char* name) {
@@ -74,9 +74,17 @@ void check_emb(const char* op, const Tensor& t, const char* name) {
 // Shared body of the dense and indexed triplet forwards.
 TermResult triplet_run(const TripletLossParams& P, const Tensor& a, const Tensor& p,
                        const Tensor& n, const Tensor& ia, const Tensor& ip, const Tensor& in,
-                       int64_t N, Reduction red) {
+                       int64_t N, Reduction red, const Tensor& count = Tensor()) {
   const char* op = "triplet_loss";
   const bool pair = !n.defined();
+  if (count.defined()) {
+    MN_CHECK(count.dtype() == DType::I64 && count.numel() == 1, op, ": the term count must be one int64, got ",
+             dtype_name(count.dtype()), " ", shape_str(count.shape()));
+    MN_CHECK(count.device() == a.device(), op, ": the term count is on ", count.device().str(),
+             ", the embeddings on ", a.device().str());
+    MN_CHECK(!triplet_kind_is_global(P.kind), op, ": the ", triplet_kind_name(P.kind),
+             " loss takes batch means over every term; give it an exact index list, not a padded one with a count");
+  }
   MN_CHECK(pair == (P.kind == TripletKind::Pull), op,
            ": a negative is required exactly when the kind is not Pull");
   if (P.kind == TripletKind::Kumar || P.kind == TripletKind::GlobalTriplet)
@@ -95,8 +103,9 @@ TermResult triplet_run(const TripletLossParams& P, const Tensor& a, const Tensor
     // The indexed forms pass one embedding matrix as a, p and n (and check CPU
     // lists against its rows); CUDA kernels check device lists against the same bound.
     if (ia.defined() || ip.defined() || in.defined()) rows.rows = a.size(0);
+    rows.count = count.defined() ? count.data<int64_t>() : nullptr;
     MN_DEVICE_CALL(op, a.device(), triplet_loss_forward, P, N, D, rows, outs<scalar_t>(r));
-    reduce<scalar_t>(r, red, N, pair);
+    reduce<scalar_t>(r, red, N, pair, rows.count);
   });
   return r;
 }
@@ -124,7 +133,7 @@ TermResult triplet_loss_terms(const TripletLossParams& P, const Tensor& a, const
 }
 
 TermResult triplet_loss_terms_indexed(const TripletLossParams& P, const Tensor& e,
-                                      const Tensor& idx, Reduction red) {
+                                      const Tensor& idx, Reduction red, const Tensor& count) {
   const char* op = "triplet_loss_indexed";
   check_emb(op, e, "embeddings");
   check_dim(op, idx, 2, "indices");
@@ -137,7 +146,8 @@ TermResult triplet_loss_terms_indexed(const TripletLossParams& P, const Tensor& 
   check_rows(i64, e.size(0), op);
   Tensor ec = e.contiguous();
   return triplet_run(P, ec, ec, pair ? Tensor() : ec, col(i64, 0), col(i64, 1),
-                     pair ? Tensor() : col(i64, 2), idx.size(0), red);
+                     pair ? Tensor() : col(i64, 2), idx.size(0), red,
+                     count.defined() ? count.contiguous().view({1}) : Tensor());
 }
 
 namespace {

@@ -210,6 +210,12 @@ struct TermRows {
   // (a bad term is skipped and reported at the next synchronisation point, see
   // DeviceReport in runtime/cuda_check.h). 0 with dense rows.
   int64_t rows = 0;
+  // Padding: with a count (one int64 in the rows' memory: host for the CPU
+  // kernels, device for the CUDA ones), only terms t < *count are terms; the
+  // rest of the N (a miner's fixed-capacity buffer, MinerParams::capacity) get
+  // loss 0, no gradient and no place in the stats. The count stays on the
+  // device, so the loss over mined tuples needs no host read. Per-term kinds only.
+  const int64_t* count = nullptr;
 };
 
 // Per-term outputs, all (N). dn and wn are unused for pair terms.
@@ -236,7 +242,8 @@ void contrastive_forward_cpu(ContrastiveForm form, double margin, int64_t N, int
 // ---- reduction: loss (N), d1/d2 (N) distances; d2 null = pair stats split by is_pos.
 template <typename T>
 void loss_reduce_cpu(Reduction r, int64_t N, const T* loss, const T* d1, const T* d2,
-                     const uint8_t* is_pos, const uint8_t* active, T* stats /*(5)*/);
+                     const uint8_t* is_pos, const uint8_t* active, T* stats /*(5)*/,
+                     const int64_t* count = nullptr /* TermRows::count */);
 // ---- gradient: g = grad_out[0] * stats[4] * extra; dense (rows null) overwrites
 // ga/gp/gn (N, D); with index lists it ACCUMULATES into (B, D) buffers (which may
 // alias). wn / gn null for pair terms.
@@ -269,7 +276,8 @@ void contrastive_forward_cuda(ContrastiveForm form, double margin, int64_t N, in
                               const TermOut<T>& out);
 template <typename T>
 void loss_reduce_cuda(Reduction r, int64_t N, const T* loss, const T* d1, const T* d2,
-                      const uint8_t* is_pos, const uint8_t* active, T* stats);
+                      const uint8_t* is_pos, const uint8_t* active, T* stats,
+                      const int64_t* count = nullptr);
 template <typename T>
 void loss_apply_grad_cuda(int64_t N, int64_t D, const TermRows<T>& rows, const T* wp,
                           const T* wn, const T* grad_out, const T* stats, T extra, T* ga,
@@ -297,8 +305,10 @@ struct TermResult {
 // undefined and idx is (P, 2).
 TermResult triplet_loss_terms(const TripletLossParams& p, const Tensor& a, const Tensor& pos,
                               const Tensor& neg, Reduction r);
+// count: undefined, or one int64 on e's device: only the first *count rows of
+// idx are terms (TermRows::count; per-term kinds only).
 TermResult triplet_loss_terms_indexed(const TripletLossParams& p, const Tensor& e,
-                                      const Tensor& idx, Reduction r);
+                                      const Tensor& idx, Reduction r, const Tensor& count = Tensor());
 // Contrastive pairs: x1, x2 (N, D) with label (N); or rows of e through pairs (P, 2).
 TermResult contrastive_terms(ContrastiveForm form, double margin, const Tensor& x1,
                              const Tensor& x2, const Tensor& label, Reduction r);

@@ -33,6 +33,10 @@ MinedTriplets mine_triplets(const Tensor& dist, const Tensor& labels, const Mine
   const char* op = "mine_triplets";
   check_inputs(op, dist, labels);
   MN_CHECK(mp.kind != MinerKind::KTriplets || mp.k >= 1, op, ": k must be >= 1, got ", mp.k);
+  MN_CHECK(mp.capacity >= 0, op, ": capacity must be >= 0, got ", mp.capacity);
+  MN_CHECK(mp.capacity == 0 || mp.kind != MinerKind::KTriplets, op,
+           ": a fixed capacity is not available for the k-miners (their pull pairs are sized on the host)");
+  const int64_t cap = mp.capacity;
   const int64_t B = dist.size(0);
   const Device dev = dist.device();
   Tensor d = dist.contiguous();
@@ -80,9 +84,17 @@ MinedTriplets mine_triplets(const Tensor& dist, const Tensor& labels, const Mine
         miner_prepass_cuda<T>(A);
         miner_count_cuda<T>(A, counts.data<int64_t>());
         exclusive_scan_cuda(B * B, counts.data<int64_t>(), offsets.data<int64_t>());
-        const int64_t total = static_cast<int64_t>(offsets.narrow(0, B * B, 1).item());
-        res.triplets = Tensor::empty({total, 3}, DType::I64, dev);
-        if (total > 0) miner_fill_cuda<T>(A, offsets.data<int64_t>(), res.triplets.data<int64_t>());
+        if (cap > 0) {  // fixed size: no host read (MinerParams::capacity)
+          res.triplets = Tensor::zeros({cap, 3}, DType::I64, dev);
+          res.count = Tensor::empty({1}, DType::I64, dev);
+          miner_fill_capped_cuda<T>(A, offsets.data<int64_t>(), res.triplets.data<int64_t>(), cap,
+                                    res.count.data<int64_t>());
+        } else {
+          const int64_t total = static_cast<int64_t>(offsets.narrow(0, B * B, 1).item());
+          res.triplets = Tensor::empty({total, 3}, DType::I64, dev);
+          res.count = offsets.narrow(0, B * B, 1);
+          if (total > 0) miner_fill_cuda<T>(A, offsets.data<int64_t>(), res.triplets.data<int64_t>());
+        }
         if (mp.kind == MinerKind::KTriplets) {
           Tensor off2 = Tensor::empty({B + 1}, DType::I64, dev);
           exclusive_scan_cuda(B, npos.data<int64_t>(), off2.data<int64_t>());
@@ -101,7 +113,11 @@ MinedTriplets mine_triplets(const Tensor& dist, const Tensor& labels, const Mine
       o[0] = 0;
       for (int64_t i = 0; i < B * B; ++i) o[i + 1] = o[i] + c[i];
       const int64_t total = o[B * B];
-      res.triplets = Tensor::empty({total, 3}, DType::I64, dev);
+      MN_CHECK(cap == 0 || total <= cap, op, ": ", total, " triplets mined from a batch of ", B,
+               ", more than the fixed capacity ", cap, " (MinerParams::capacity: give triplet_capacity() of the "
+               "batch's class sizes)");
+      res.triplets = cap > 0 ? Tensor::zeros({cap, 3}, DType::I64, dev) : Tensor::empty({total, 3}, DType::I64, dev);
+      res.count = Tensor::from_vector(std::vector<int64_t>{total}, {1});
       if (total > 0) miner_fill_cpu<T>(A, o, res.triplets.data<int64_t>());
       if (mp.kind == MinerKind::KTriplets) {
         std::vector<int64_t> pv;
@@ -117,6 +133,31 @@ MinedTriplets mine_triplets(const Tensor& dist, const Tensor& labels, const Mine
     }
   });
   return res;
+}
+
+int64_t triplet_capacity(const MinerParams& p, const std::vector<int64_t>& class_sizes) {
+  const char* op = "triplet_capacity";
+  int64_t B = 0;
+  for (int64_t s : class_sizes) {
+    MN_CHECK(s >= 0, op, ": a class size is negative (", s, ")");
+    B += s;
+  }
+  int64_t total = 0;
+  for (int64_t s : class_sizes) {
+    if (s < 2 || B - s < 1) continue;  // no positive or no negative: no triplet
+    const int64_t pairs = p.unordered_positives ? s * (s - 1) / 2 : s * (s - 1);
+    switch (p.kind) {
+      case MinerKind::AllTriplets: total += pairs * (B - s); break;
+      case MinerKind::BatchHard: total += s; break;  // one per anchor
+      case MinerKind::SemiHard:
+      case MinerKind::RandomViolating:
+      case MinerKind::RandomSemiHard:
+      case MinerKind::DistanceWeighted: total += pairs; break;  // at most one per (a, p)
+      case MinerKind::KTriplets:
+        MN_THROW(op, ": the k-miners have no fixed capacity (MinerParams::capacity)");
+    }
+  }
+  return total;
 }
 
 MinedPairs mine_pairs(const Tensor& dist, const Tensor& labels, PairNegatives neg,

@@ -91,10 +91,18 @@ struct MinerParams {
   double dw_lambda = 1.4;   // k-NS: weight cap λ
   double dw_cutoff = 0.5;   // k-NS, DistanceWeighted: lower clamp of D
   double dw_nonzero_cutoff = 1.4;  // DistanceWeighted: weight 0 for D >= this
+  // > 0: a fixed-size output for a step with no host read (a CUDA graph's
+  // static shapes): triplets is (capacity, 3), its first `count` rows mined, the
+  // rest (0, 0, 0), and nothing waits for the device to learn the count. Give
+  // triplet_capacity() of the batch's class sizes. Mining more than capacity is
+  // an error (the CPU throws; CUDA reports it at the next synchronisation, as a
+  // bad index, and keeps the first rows that fit). Not for KTriplets.
+  int64_t capacity = 0;
 };
 
 struct MinedTriplets {
-  Tensor triplets;  // (T, 3) int64 (a, p, n)
+  Tensor triplets;  // (T, 3) int64 (a, p, n); (capacity, 3) with MinerParams::capacity
+  Tensor count;     // (1) int64 on the miner's device: the rows mined (T without a capacity)
   Tensor pairs;     // KTriplets: (P, 2) int64 pull pairs (a, p); otherwise undefined
   int64_t workspace_bytes = 0;  // temporaries, excluding the outputs
 };
@@ -108,6 +116,10 @@ struct MinedPairs {
 // dist (B, B) float/double, labels (B) int32/int64, same device.
 MinedTriplets mine_triplets(const Tensor& dist, const Tensor& labels, const MinerParams& p,
                             Generator* gen = nullptr);
+// The most triplets miner `p` can emit for a batch whose classes have these
+// sizes (the sizes of a P x K batch: P times K): the capacity for a fixed-size
+// output. Exact for AllTriplets without only_violating.
+int64_t triplet_capacity(const MinerParams& p, const std::vector<int64_t>& class_sizes);
 MinedPairs mine_pairs(const Tensor& dist, const Tensor& labels, PairNegatives neg,
                       Generator* gen = nullptr);
 // (B, B) distances of the rows of e (B, D): the pairwise distance of
@@ -165,6 +177,11 @@ template <typename T>
 void miner_count_cuda(const MinerArgs<T>& A, int64_t* counts);
 template <typename T>
 void miner_fill_cuda(const MinerArgs<T>& A, const int64_t* offsets, int64_t* out);
+// The fill into a fixed capacity (MinerParams::capacity): a pair whose rows would
+// not fit is skipped and reported (runtime/cuda_check.h), *count = min(total, capacity).
+template <typename T>
+void miner_fill_capped_cuda(const MinerArgs<T>& A, const int64_t* offsets, int64_t* out,
+                            int64_t capacity, int64_t* count);
 // Exclusive scan of n counts into offsets (n + 1), offsets[n] = total (device).
 void exclusive_scan_cuda(int64_t n, const int64_t* counts, int64_t* offsets);
 // Pull pairs of the k-miners: out (sum npos, 2) from possel/npos and offsets (B+1).

@@ -51,6 +51,9 @@ const char* device_op_name(DeviceOp op) {
     case DeviceOp::Gather: return "gather";
     case DeviceOp::ScatterAdd: return "scatter_add";
     case DeviceOp::LossIndex: return "a loss over an index list (triplet_loss_indexed, contrastive_loss_indexed or their gradient)";
+    case DeviceOp::MinerCapacity:
+      return "mine_triplets into a fixed capacity (MinerParams::capacity; the index is the number of triplets "
+             "mined, the bound the capacity: give triplet_capacity() of the batch's class sizes)";
     case DeviceOp::None: break;
   }
   return "a CUDA kernel";

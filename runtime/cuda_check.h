@@ -33,7 +33,7 @@ cudaStream_t stream();
 // bounds), without synchronising; the host looks at the record at its next
 // synchronisation point (every device-to-host copy, mn::synchronize) and throws
 // mn::Error naming the op, the index and the bound. The record is then cleared.
-enum class DeviceOp : int { None = 0, IndexSelect, IndexAdd, Gather, ScatterAdd, LossIndex };
+enum class DeviceOp : int { None = 0, IndexSelect, IndexAdd, Gather, ScatterAdd, LossIndex, MinerCapacity };
 const char* device_op_name(DeviceOp op);
 struct DeviceReport {
   int flag;         // 0: nothing reported

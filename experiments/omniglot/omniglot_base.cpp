@@ -30,6 +30,15 @@ DeviceStats loss_device_stats(const Tensor& stats, double n, std::vector<std::st
   return {std::move(names), v};
 }
 
+DeviceStats loss_device_stats(const Tensor& stats, const Tensor& n, std::vector<std::string> names) {
+  DeviceStats d = loss_device_stats(stats, 1.0, std::move(names));
+  Tensor active = d.values.narrow(0, 1, 1);
+  // active / max(n, 1): the active count is 0 whenever n is.
+  Tensor denom = kernels::clamp(n.contiguous().view({1}).to(DType::F64), 1.0, 1e300);
+  active.copy_(kernels::div(active, denom));
+  return d;
+}
+
 // ------------------------------------------------------------------ flags --
 void OmniglotStudy::declare_flags(Flags& f) {
   const bool tri = name() == "omniglot_triplet";

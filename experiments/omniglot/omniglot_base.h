@@ -33,6 +33,8 @@ struct GroupScore {
 // the first four, the active count divided by `n`; computed on the loss's
 // device with no host read.
 DeviceStats loss_device_stats(const Tensor& stats, double n, std::vector<std::string> names);
+// The same with n on the device (one int64, e.g. a miner's count; 0 gives 0).
+DeviceStats loss_device_stats(const Tensor& stats, const Tensor& n, std::vector<std::string> names);
 
 class OmniglotStudy : public Study {
  public:

@@ -182,13 +182,23 @@ class TripletStudy : public OmniglotStudy {
       mp.kind = miner_by_name(f_->str("sampling"));
       mp.margin = f_->f64("margin");
       mp.fallback = kernels::SemiHardFallback::Hardest;
+      // Per-term losses take a fixed-size triplet buffer with the count on the
+      // device: the step never waits for the device to learn how many triplets
+      // were mined; a batch with none gives loss 0 and zero gradients and the
+      // optimizer still steps (as pytorch-metric-learning's loops do). The
+      // global losses take batch means over the exact list (one host read of
+      // its size on a GPU) and skip the update when nothing was mined.
+      const nn::TripletLossOptions lo = loss_options();
+      const bool fixed = !kernels::triplet_kind_is_global(lo.kind);
+      if (fixed)
+        mp.capacity = kernels::triplet_capacity(mp, std::vector<int64_t>(static_cast<size_t>(B), f_->i64("per-class")));
       Tensor dist = kernels::pairwise_distance_matrix(e.data(), true);
       kernels::MinedTriplets mined = kernels::mine_triplets(dist, pk.labels, mp, &sample_gen_);
-      if (mined.triplets.size(0) == 0)  // nothing violates: no update
+      if (!fixed && mined.triplets.size(0) == 0)  // nothing violates: no update
         return host_device_stats({{"train_loss", 0}, {"active_share", 0}, {"mean_d_pos", 0}, {"mean_d_neg", 0}});
-      nn::LossOutput out = nn::triplet_loss(e, mined.triplets, loss_options());
+      nn::LossOutput out = nn::triplet_loss(e, mined.triplets, fixed ? mined.count : Tensor(), lo);
       out.loss.backward();
-      s = stats(out.stats, static_cast<double>(mined.triplets.size(0)));
+      s = loss_device_stats(out.stats, mined.count, {"train_loss", "active_share", "mean_d_pos", "mean_d_neg"});
     } else {
       TripletBatch tb = data_->triplet_batch();
       auto e = net_->embed_triplets(Variable(tb.anchors), Variable(tb.positives), Variable(tb.negatives));

@@ -45,9 +45,17 @@ void triplet_loss_forward_cpu(const TripletLossParams& P, int64_t N, int64_t D,
   const bool global = triplet_kind_is_global(P.kind);
   const bool pair = r.En == nullptr;
   const T m = T(P.margin), w = T(P.weight);
+  const int64_t terms = r.count ? std::min(std::max<int64_t>(*r.count, 0), N) : N;
   // Pass 1 (the only pass for per-term kinds): distances, loss, coefficients.
   parallel_for(0, N, grain_for(D), [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
+      if (t >= terms) {  // padding (TermRows::count): no loss, no gradient
+        o.dp[t] = o.wp[t] = o.loss[t] = T(0);
+        if (o.dn) o.dn[t] = T(0);
+        if (o.wn) o.wn[t] = T(0);
+        o.active[t] = 0;
+        continue;
+      }
       const T* a = r.Ea + row_of(r.ia, t) * D;
       T dp, kp, dn = T(0), kn = T(0);
       loss_math::dist_from_sq(P.dist, row_sq_l2(a, r.Ep + row_of(r.ip, t) * D, D), &dp, &kp);
@@ -133,7 +141,8 @@ void contrastive_forward_cpu(ContrastiveForm form, double margin, int64_t N, int
 
 template <typename T>
 void loss_reduce_cpu(Reduction red, int64_t N, const T* loss, const T* d1, const T* d2,
-                     const uint8_t* is_pos, const uint8_t* active, T* stats) {
+                     const uint8_t* is_pos, const uint8_t* active, T* stats, const int64_t* count) {
+  if (count) N = std::min(std::max<int64_t>(*count, 0), N);  // the padding is not reduced
   // cnt: active terms (the stat); nz: terms with a loss > 0, MeanNonZero's
   // divisor (pml AvgNonZeroReducer). They differ for soft-margin, whose every
   // term is > 0 while only dp - dn + m > 0 counts as active.
@@ -289,7 +298,7 @@ void lmnn_stats_combine_cpu(const T* pull, const T* push, T* out) {
                                            const TermRows<T>&, const int64_t*,                 \
                                            const TermOut<T>&);                                 \
   template void loss_reduce_cpu<T>(Reduction, int64_t, const T*, const T*, const T*,           \
-                                   const uint8_t*, const uint8_t*, T*);                        \
+                                   const uint8_t*, const uint8_t*, T*, const int64_t*);        \
   template void loss_apply_grad_cpu<T>(int64_t, int64_t, const TermRows<T>&, const T*,         \
                                        const T*, const T*, const T*, T, T*, T*, T*);           \
   template void koch_forward_cpu<T>(int64_t, int64_t, const T*, const T*, const T*, const T*,  \

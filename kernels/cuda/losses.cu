@@ -68,8 +68,10 @@ __global__ void triplet_fwd_kernel(TripletLossParams P, int64_t N, int64_t D, Te
   const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;
   const bool global = triplet_kind_is_global(P.kind);
   const bool pair = r.En == nullptr;
+  const int64_t terms = r.count ? min(max(*r.count, (int64_t)0), N) : N;
   for (int64_t t = warp; t < N; t += nwarps) {
-    if (bad_rows(r, t, pair, rep)) {  // every lane sees it; lane 0 zeroes the term
+    // Padding (TermRows::count) and bad rows: every lane sees it; lane 0 zeroes the term.
+    if (t >= terms || bad_rows(r, t, pair, rep)) {
       if (lane == 0) {
         o.dp[t] = o.wp[t] = T(0);
         if (o.dn) o.dn[t] = T(0);
@@ -197,7 +199,9 @@ __global__ void contrastive_kernel(ContrastiveForm form, T M, int64_t N, int64_t
 
 template <typename T>
 __global__ void reduce_kernel(Reduction red, int64_t N, const T* loss, const T* d1, const T* d2,
-                              const uint8_t* is_pos, const uint8_t* active, T* stats) {
+                              const uint8_t* is_pos, const uint8_t* active, T* stats,
+                              const int64_t* count) {
+  if (count) N = min(max(*count, (int64_t)0), N);  // the padding is not reduced (TermRows::count)
   constexpr int kT = 256;
   // cnt: active terms (the stat); nz: terms with a loss > 0, MeanNonZero's
   // divisor (as loss_reduce_cpu: pml AvgNonZeroReducer).
@@ -384,8 +388,8 @@ void contrastive_forward_cuda(ContrastiveForm form, double margin, int64_t N, in
 
 template <typename T>
 void loss_reduce_cuda(Reduction r, int64_t N, const T* loss, const T* d1, const T* d2,
-                      const uint8_t* is_pos, const uint8_t* active, T* stats) {
-  reduce_kernel<T><<<1, 256, 0, cuda::stream()>>>(r, N, loss, d1, d2, is_pos, active, stats);
+                      const uint8_t* is_pos, const uint8_t* active, T* stats, const int64_t* count) {
+  reduce_kernel<T><<<1, 256, 0, cuda::stream()>>>(r, N, loss, d1, d2, is_pos, active, stats, count);
   CUDA_CHECK_LAUNCH("reduce_kernel");
 }
 
@@ -438,7 +442,7 @@ void lmnn_stats_combine_cuda(const T* pull, const T* push, T* out) {
                                             const TermRows<T>&, const int64_t*,                \
                                             const TermOut<T>&);                                \
   template void loss_reduce_cuda<T>(Reduction, int64_t, const T*, const T*, const T*,          \
-                                    const uint8_t*, const uint8_t*, T*);                       \
+                                    const uint8_t*, const uint8_t*, T*, const int64_t*);       \
   template void loss_apply_grad_cuda<T>(int64_t, int64_t, const TermRows<T>&, const T*,        \
                                         const T*, const T*, const T*, T, T*, T*, T*);          \
   template void koch_forward_cuda<T>(int64_t, int64_t, const T*, const T*, const T*, const T*, \

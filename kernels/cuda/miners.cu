@@ -42,6 +42,26 @@ __global__ void fill_kernel(MinerArgs<T> A, const int64_t* offsets, int64_t* out
   }
 }
 
+// The fill into a fixed capacity: rows [offsets[i], offsets[i + 1]) of pair i
+// are written only when they fit; the first thread writes the count.
+template <typename T>
+__global__ void fill_capped_kernel(MinerArgs<T> A, const int64_t* offsets, int64_t* out, int64_t cap,
+                                   int64_t* count, cuda::DeviceReport* rep) {
+  const int64_t total = offsets[A.B * A.B];
+  if (blockIdx.x == 0 && threadIdx.x == 0) *count = total < cap ? total : cap;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < A.B * A.B;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t o = offsets[i];
+    if (offsets[i + 1] == o) continue;
+    if (offsets[i + 1] > cap) {
+      cuda::report_bad_index(rep, cuda::DeviceOp::MinerCapacity, total, cap);
+      continue;
+    }
+    miner_math::WriteEmit w{out + 3 * o, i / A.B, i % A.B};
+    miner_math::mine_pair(A, i / A.B, i % A.B, w);
+  }
+}
+
 constexpr int kScanThreads = 1024;
 
 __global__ void scan_kernel(int64_t n, const int64_t* counts, int64_t* offsets) {
@@ -235,6 +255,14 @@ void miner_fill_cuda(const MinerArgs<T>& A, const int64_t* offsets, int64_t* out
   CUDA_CHECK_LAUNCH("fill_kernel");
 }
 
+template <typename T>
+void miner_fill_capped_cuda(const MinerArgs<T>& A, const int64_t* offsets, int64_t* out,
+                            int64_t capacity, int64_t* count) {
+  fill_capped_kernel<T><<<cuda::grid_for(A.B * A.B), 256, 0, cuda::stream()>>>(A, offsets, out, capacity,
+                                                                              count, cuda::device_report());
+  CUDA_CHECK_LAUNCH("fill_capped_kernel");
+}
+
 void exclusive_scan_cuda(int64_t n, const int64_t* counts, int64_t* offsets) {
   scan_kernel<<<1, kScanThreads, 0, cuda::stream()>>>(n, counts, offsets);
   CUDA_CHECK_LAUNCH("scan_kernel");
@@ -299,6 +327,8 @@ void pair_mine_cuda(int64_t B, const T* dist, const int64_t* labels, PairNegativ
   template void miner_prepass_cuda<T>(const MinerArgs<T>&);                                   \
   template void miner_count_cuda<T>(const MinerArgs<T>&, int64_t*);                           \
   template void miner_fill_cuda<T>(const MinerArgs<T>&, const int64_t*, int64_t*);            \
+  template void miner_fill_capped_cuda<T>(const MinerArgs<T>&, const int64_t*, int64_t*, int64_t, \
+                                          int64_t*);                                          \
   template void pair_mine_cuda<T>(int64_t, const T*, const int64_t*, PairNegatives, uint64_t, \
                                   uint64_t, int64_t*, Tensor*, Tensor*, int64_t*);
 MN_INST(float)

@@ -46,8 +46,13 @@ LossOutput triplet_loss(const ag::Variable& a, const ag::Variable& p, const ag::
 
 LossOutput triplet_loss(const ag::Variable& emb, const Tensor& triplets,
                         const TripletLossOptions& opts) {
+  return triplet_loss(emb, triplets, Tensor(), opts);
+}
+
+LossOutput triplet_loss(const ag::Variable& emb, const Tensor& triplets, const Tensor& count,
+                        const TripletLossOptions& opts) {
   kernels::TermResult r =
-      kernels::triplet_loss_terms_indexed(opts.params(), emb.data(), triplets, opts.reduction);
+      kernels::triplet_loss_terms_indexed(opts.params(), emb.data(), triplets, opts.reduction, count);
   LossOutput out;
   out.stats = r.stats;
   r.loss = r.dp = r.dn = r.active = r.is_pos = Tensor();

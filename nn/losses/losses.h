@@ -45,6 +45,12 @@ LossOutput triplet_loss(const ag::Variable& a, const ag::Variable& p, const ag::
 // Triplets as rows of one (B, D) embedding through mined indices (T, 3).
 LossOutput triplet_loss(const ag::Variable& emb, const Tensor& triplets,
                         const TripletLossOptions& opts = {});
+// A miner's fixed-capacity output (kernels::MinedTriplets with
+// MinerParams::capacity): only the first `count` rows of `triplets` are
+// triplets; count is one int64 on the embedding's device and is never read by
+// the host (Mean divides by it on the device). Per-term kinds only.
+LossOutput triplet_loss(const ag::Variable& emb, const Tensor& triplets, const Tensor& count,
+                        const TripletLossOptions& opts = {});
 
 struct ContrastiveOptions {
   // Hadsell: label Y = 0 for a GENUINE (same-class) pair, 1 impostor:

@@ -2,6 +2,8 @@
 // and the SGD / Adam / AdamW front ends; the arithmetic lives in kernels/optim.
 #include "nn/optim/optimizer.h"
 
+#include "kernels/elementwise.h"
+
 #include <cmath>
 #include <unordered_map>
 #include <unordered_set>
@@ -211,6 +213,11 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& tensors,
 }
 
 double Optimizer::clip_grad_norm(double max_norm, double eps) {
+  Tensor norm = clip_grad_norm_on_device(max_norm, eps);
+  return norm.defined() ? norm.item() : 0.0;
+}
+
+Tensor Optimizer::clip_grad_norm_on_device(double max_norm, double eps) {
   MN_CHECK(max_norm > 0.0, kind_, "::clip_grad_norm: max_norm must be positive, got ", max_norm);
   ag::NoGradGuard no_grad;
   // Descriptors per (dtype, device); plans persist so tables are uploaded once.
@@ -232,7 +239,7 @@ double Optimizer::clip_grad_norm(double max_norm, double eps) {
       d.numel = gr.numel();
       it->second.push_back(d);
     }
-  if (by_type.empty()) return 0.0;
+  if (by_type.empty()) return Tensor();
   const Device device = by_type[0].first.second;
   for (auto& [key, descs] : by_type)
     MN_CHECK(key.second == device, kind_, "::clip_grad_norm: gradients on ", device.str(), " and ",
@@ -250,7 +257,7 @@ double Optimizer::clip_grad_norm(double max_norm, double eps) {
   for (size_t k = 0; k < by_type.size(); ++k)
     kernels::fused_clip_scale(clip_plans_[k].second, by_type[k].first.first, device, clip_sumsq_,
                               max_norm, eps);
-  return std::sqrt(clip_sumsq_.item());
+  return kernels::sqrt(clip_sumsq_);  // a fresh tensor: the next call reuses clip_sumsq_
 }
 
 double clip_grad_norm(const std::vector<ag::Variable>& params, double max_norm, double eps) {

@@ -63,6 +63,10 @@ class Optimizer {
   // scaling launch that reads the norm on the device. Returns the norm before
   // clipping (the only device-to-host copy). Parameters must share one device.
   double clip_grad_norm(double max_norm, double eps = 1e-6);
+  // The same without the copy: the norm before clipping as a float64 scalar on
+  // the gradients' device (undefined when no parameter has a gradient), so a
+  // GPU step that clips need not wait for the device.
+  Tensor clip_grad_norm_on_device(double max_norm, double eps = 1e-6);
 
   void add_param_group(ParamGroup g);
   size_t num_groups() const { return groups_.size(); }

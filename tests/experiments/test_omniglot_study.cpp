@@ -214,7 +214,7 @@ INSTANTIATE_TEST_SUITE_P(BothStudies, MidEpochResume, ::testing::Values(StudyKin
 // than a run of 1 (setup and the stop's single read are the same in both), for
 // each kind of step: offline triplets, a P x K whole-batch loss, mined triplets,
 // siamese pairs. On the CPU this checks the study and harness code; the device
-// reads inside the CUDA kernels' launchers are GPU tests (tests/gpu).
+// reads inside the CUDA kernels' launchers are checked by the GPU variant below.
 TEST(OmniglotStudy, StepsReadNothingToTheHostBetweenLogReads) {
   struct Case {
     StudyKind kind;
@@ -224,6 +224,7 @@ TEST(OmniglotStudy, StepsReadNothingToTheHostBetweenLogReads) {
       {StudyKind::Triplet, {}},
       {StudyKind::Triplet, {"--sampling", "online-balanced", "--loss", "multi-similarity", "--per-class", "2"}},
       {StudyKind::Triplet, {"--sampling", "batch-hard", "--per-class", "2"}},
+      {StudyKind::Triplet, {"--sampling", "online-random-negative", "--loss", "schroff", "--per-class", "3"}},
       {StudyKind::Siamese, {}}};
   for (const Case& c : cases) {
     uint64_t reads[2];
@@ -239,6 +240,35 @@ TEST(OmniglotStudy, StepsReadNothingToTheHostBetweenLogReads) {
     }
     EXPECT_EQ(reads[1], reads[0]) << (c.kind == StudyKind::Triplet ? "triplet" : "siamese") << " "
                                   << (c.flags.empty() ? "default" : c.flags[1]);
+  }
+}
+
+// The same on a GPU, counting real device-to-host copies (each a wait for the
+// device): a per-term loss over mined triplets (fixed capacity, the count on the
+// device), the P x K whole-batch loss and offline triplets add none per step.
+// The batch's indices and labels still go host -> device each step (not counted).
+TEST(OmniglotStudy, CudaStepsCopyNothingToTheHostBetweenLogReads) {
+  MN_SKIP_IF_NO_CUDA();
+  const std::vector<std::vector<std::string>> cases = {
+      {}, {"--sampling", "online-balanced", "--loss", "multi-similarity", "--per-class", "2"},
+      {"--sampling", "online-random-negative", "--loss", "schroff", "--per-class", "3"}};
+  for (const auto& flags : cases) {
+    uint64_t copies[2];
+    int k = 0;
+    for (const char* steps : {"1", "5"}) {
+      TempDir out("cuda_reads"), cache("cache");
+      auto args = base_args(out.str(), cache.str());
+      for (size_t i = 0; i + 1 < args.size(); ++i)
+        if (args[i] == "--device") args[i + 1] = "cuda";
+      const uint64_t before = mn::transfer_stats().d2h_copies;
+      ASSERT_EQ(run_study(StudyKind::Triplet, args + flags +
+                                                  std::vector<std::string>{"--iters", "8", "--batch", "4",
+                                                                           "--val-triplets", "12", "--val-tasks", "6",
+                                                                           "--log-every", "100", "--stop-after", steps})
+                    .rc, 3);
+      copies[k++] = mn::transfer_stats().d2h_copies - before;
+    }
+    EXPECT_EQ(copies[1], copies[0]) << (flags.empty() ? "offline" : flags[1]);
   }
 }
 

@@ -188,6 +188,49 @@ TEST(LossKernels, IndexedTripletsEqualGatheredRows) {
   }
 }
 
+// TermRows::count: the first `count` rows of a padded index list (a miner's
+// fixed capacity) give exactly the loss, stats and gradient of the exact list;
+// the padding rows (0, 0, 0) add nothing. Every reduction, every per-term kind.
+static void expect_padded_equals_exact(Device dev) {
+  const int64_t B = 12, D = 5, T = 17, cap = 40;
+  Tensor e = test::randn({B, D}, DType::F64, Device::cpu(), 7).to(dev);
+  auto rv = test::rand_vec(3 * T, 0, B, 8);
+  std::vector<int64_t> idx;
+  for (double v : rv) idx.push_back(static_cast<int64_t>(v));
+  std::vector<int64_t> padded = idx;
+  padded.resize(3 * cap, 0);
+  Tensor exact = Tensor::from_vector(idx, {T, 3}).to(dev), pad = Tensor::from_vector(padded, {cap, 3}).to(dev);
+  for (int64_t count : {T, int64_t(0)}) {
+    Tensor cnt = Tensor::from_vector(std::vector<int64_t>{count}, {1}).to(dev);
+    Tensor ex = count == T ? exact : Tensor::empty({0, 3}, DType::I64, dev);
+    for (TripletKind k : {TripletKind::Schroff, TripletKind::Kumar, TripletKind::MarginL2, TripletKind::SoftMargin,
+                          TripletKind::SoftmaxRatio})
+      for (Reduction red : {Reduction::Mean, Reduction::MeanNonZero, Reduction::Sum}) {
+        SCOPED_TRACE(std::string(triplet_kind_name(k)) + " reduction " + std::to_string(static_cast<int>(red)) +
+                     " count " + std::to_string(count) + " on " + dev.str());
+        TripletLossParams P = params_for(k);
+        TermResult re = triplet_loss_terms_indexed(P, e, ex, red);
+        TermResult rp = triplet_loss_terms_indexed(P, e, pad, red, cnt);
+        EXPECT_TRUE(test::all_close(re.stats, rp.stats, 1e-14, 1e-12));
+        Tensor g1 = Tensor::ones({1}, DType::F64, dev);
+        EXPECT_TRUE(test::all_close(triplet_loss_grad_indexed(re, g1, e, ex),
+                                    triplet_loss_grad_indexed(rp, g1, e, pad), 1e-14, 1e-12));
+        auto l = rp.loss.to_double_vector();
+        for (int64_t t = count; t < cap; ++t) ASSERT_EQ(l[static_cast<size_t>(t)], 0.0) << "padding row " << t;
+      }
+  }
+  // The batch-mean kinds refuse a count.
+  Tensor cnt = Tensor::from_vector(std::vector<int64_t>{T}, {1}).to(dev);
+  EXPECT_THROW(triplet_loss_terms_indexed(params_for(TripletKind::Global), e, pad, Reduction::Sum, cnt), Error);
+}
+
+TEST(LossKernels, PaddedIndexListWithCountEqualsExactList) { expect_padded_equals_exact(Device::cpu()); }
+
+TEST(LossKernels, CudaPaddedIndexListWithCountEqualsExactList) {
+  MN_SKIP_IF_NO_CUDA();
+  expect_padded_equals_exact(Device::cuda(0));
+}
+
 TEST(LossKernels, ContrastiveBothConventions) {
   const int64_t N = 40, D = 6;
   Tensor x1 = test::randn({N, D}, DType::F64, Device::cpu(), 6);

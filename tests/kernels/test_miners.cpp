@@ -338,3 +338,85 @@ TEST(Miners, CudaMatchesCpu) {
                                 pairwise_distance_matrix(e.cuda(), true), 1e-4, 1e-4));
   }
 }
+
+// MinerParams::capacity: a fixed-size output, the mined rows first (the same
+// rows as without a capacity), the rest (0, 0, 0), the count beside them; the
+// capacity of triplet_capacity() always suffices, and is exact for AllTriplets.
+TEST(Miners, FixedCapacityHoldsTheSameTripletsAndTheirCount) {
+  for (uint64_t seed : {1, 2, 3}) {
+    Batch b = make_batch(26, 4, seed);
+    std::vector<int64_t> sizes(4, 0);
+    for (int64_t l : b.lab) ++sizes[static_cast<size_t>(l)];
+    for (int kind = 0; kind <= 4; ++kind)
+      for (int variant = 0; variant < 3; ++variant) {
+        MinerParams p;
+        p.kind = static_cast<MinerKind>(kind);
+        p.margin = 0.3;
+        p.only_violating = variant == 1;
+        p.unordered_positives = variant == 2;
+        p.fallback = variant ? SemiHardFallback::Hardest : SemiHardFallback::Drop;
+        SCOPED_TRACE("seed " + std::to_string(seed) + " kind " + std::to_string(kind) + " variant " +
+                     std::to_string(variant));
+        Generator g1(seed, 3), g2(seed, 3);
+        MinedTriplets exact = mine_triplets(b.dist, b.labels, p, &g1);
+        const int64_t T = exact.triplets.size(0);
+        ASSERT_EQ(exact.count.to_vector<int64_t>(), std::vector<int64_t>{T});
+        p.capacity = triplet_capacity(p, sizes);
+        ASSERT_GE(p.capacity, T);
+        if (kind == 0 && variant != 1) {
+          EXPECT_EQ(p.capacity, T);
+        }
+        MinedTriplets capped = mine_triplets(b.dist, b.labels, p, &g2);
+        ASSERT_EQ(capped.triplets.size(0), p.capacity);
+        EXPECT_EQ(capped.count.to_vector<int64_t>(), std::vector<int64_t>{T});
+        const auto all = capped.triplets.to_vector<int64_t>();
+        EXPECT_EQ(std::vector<int64_t>(all.begin(), all.begin() + 3 * T), exact.triplets.to_vector<int64_t>());
+        EXPECT_TRUE(std::all_of(all.begin() + 3 * T, all.end(), [](int64_t v) { return v == 0; }));
+        EXPECT_EQ(g1.offset(), g2.offset());  // the same draws
+      }
+  }
+  // Too small a capacity is refused with the numbers.
+  Batch b = make_batch(12, 3, 4);
+  MinerParams p;
+  p.capacity = 5;
+  try {
+    mine_triplets(b.dist, b.labels, p);
+    FAIL() << "a capacity of 5 for every triplet of 12 embeddings was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("more than the fixed capacity 5"), std::string::npos) << e.what();
+  }
+  p.kind = MinerKind::KTriplets;
+  EXPECT_THROW(mine_triplets(b.dist, b.labels, p), Error);
+  EXPECT_THROW(triplet_capacity(p, {3, 3}), Error);
+}
+
+TEST(Miners, CudaFixedCapacityMatchesCpu) {
+  MN_SKIP_IF_NO_CUDA();
+  Batch b = make_batch(70, 6, 9);
+  std::vector<int64_t> sizes(6, 0);
+  for (int64_t l : b.lab) ++sizes[static_cast<size_t>(l)];
+  Tensor dg = b.dist.cuda(), lg = b.labels.cuda();
+  for (int kind = 0; kind <= 4; ++kind) {
+    MinerParams p;
+    p.kind = static_cast<MinerKind>(kind);
+    p.only_violating = true;
+    p.capacity = triplet_capacity(p, sizes);
+    Generator g1(5, 0), g2(5, 0);
+    const TransferStats before = transfer_stats();
+    MinedTriplets g = mine_triplets(dg, lg, p, &g2);
+    EXPECT_EQ(transfer_stats().d2h_copies, before.d2h_copies) << "kind " << kind << ": the miner read the device";
+    MinedTriplets c = mine_triplets(b.dist, b.labels, p, &g1);
+    EXPECT_EQ(c.triplets.to_vector<int64_t>(), g.triplets.to_vector<int64_t>()) << "kind " << kind;
+    EXPECT_EQ(c.count.to_vector<int64_t>(), g.count.to_vector<int64_t>()) << "kind " << kind;
+  }
+  // An overflow on the device is reported at the next synchronisation.
+  MinerParams p;
+  p.capacity = 5;
+  MinedTriplets g = mine_triplets(dg, lg, p);
+  try {
+    (void)g.count.to_vector<int64_t>();
+    FAIL() << "the overflow of a capacity of 5 was not reported";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("fixed capacity"), std::string::npos) << e.what();
+  }
+}

@@ -3,6 +3,8 @@
 // implement PyTorch's update equations directly; fused CUDA step vs the CPU.
 #include <gtest/gtest.h>
 
+#include "runtime/allocator.h"
+
 #include <cmath>
 #include <map>
 
@@ -315,6 +317,11 @@ TYPED_TEST(OptimTyped, ClipGradNorm) {
     for (double x : g) sq += x * x;
   const double norm = std::sqrt(sq);
   SGD opt(s.params, 0.1);
+  // The on-device form: the same norm, read by nobody until the caller wants it.
+  const uint64_t reads = mn::transfer_stats().host_reads;
+  const mn::Tensor on_device = opt.clip_grad_norm_on_device(norm * 2);
+  EXPECT_EQ(mn::transfer_stats().host_reads, reads);
+  EXPECT_NEAR(on_device.item(), norm, 1e-9 * norm);
   // Above the norm: nothing changes.
   EXPECT_NEAR(opt.clip_grad_norm(norm * 2), norm, 1e-9 * norm);
   for (size_t i = 0; i < grads.size(); ++i)
