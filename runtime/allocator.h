@@ -14,7 +14,9 @@
 // a block freed on the host can be handed out again at once: any work that still
 // reads it is queued before any work that writes it next. A second stream would
 // need an event recorded on free (PyTorch's recordStream); there is no API that
-// queues library work elsewhere, so none is needed.
+// queues library work elsewhere, so none is needed. The uploader
+// (runtime/upload.h) runs a copy stream of its own, but only into staging
+// buffers it owns: the allocator's blocks it writes on the library's stream.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "runtime/allocator.h"
+#include "runtime/upload.h"
 #include "runtime/copy_kernels.h"
 #include "runtime/dispatch.h"
 #include "runtime/strided.h"
@@ -85,8 +86,7 @@ Tensor Tensor::from_host(const void* src, const Shape& shape, DType dtype, Devic
     std::memcpy(t.raw_data(), src, bytes);
   } else {
 #ifdef MN_WITH_CUDA
-    const CudaDeviceScope guard(device);
-    CUDA_CHECK(cudaMemcpy(t.raw_data(), src, bytes, cudaMemcpyHostToDevice));
+    cuda::upload(t.raw_data(), src, bytes, device.index);  // staged, no host wait (runtime/upload.h)
     detail::count_transfer(true, false, bytes);
 #endif
   }
@@ -355,8 +355,7 @@ Tensor Tensor::to(Device device) const {
   if (bytes == 0) return out;
 #ifdef MN_WITH_CUDA
   if (device.is_cuda() && device_.is_cpu()) {
-    const CudaDeviceScope guard(device);
-    CUDA_CHECK(cudaMemcpy(out.raw_data(), src.raw_data(), bytes, cudaMemcpyHostToDevice));
+    cuda::upload(out.raw_data(), src.raw_data(), bytes, device.index);  // staged, no host wait (runtime/upload.h)
   } else if (device.is_cpu()) {
     const CudaDeviceScope guard(device_);
     CUDA_CHECK(cudaMemcpy(out.raw_data(), src.raw_data(), bytes, cudaMemcpyDeviceToHost));
