@@ -4,6 +4,7 @@
 #include "kernels/indexing.h"
 
 #include "runtime/dispatch.h"
+#include "runtime/graph.h"
 
 namespace mn::kernels {
 
@@ -190,6 +191,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 }
 
 Tensor masked_select(const Tensor& x_in, const Tensor& mask_in) {
+  graph_unsafe("masked_select (its output size is read from the device)");
   check_defined("masked_select", x_in, "x");
   check_defined("masked_select", mask_in, "mask");
   MN_CHECK(mask_in.dtype() == DType::U8, "masked_select: mask must be uint8, got ", mask_in.desc());

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "runtime/dispatch.h"
+#include "runtime/graph.h"
 
 namespace mn::kernels {
 namespace {
@@ -37,6 +38,7 @@ MinedTriplets mine_triplets(const Tensor& dist, const Tensor& labels, const Mine
   MN_CHECK(mp.capacity == 0 || mp.kind != MinerKind::KTriplets, op,
            ": a fixed capacity is not available for the k-miners (their pull pairs are sized on the host)");
   const int64_t cap = mp.capacity;
+  if (cap == 0) graph_unsafe("mine_triplets without a fixed capacity (its output size is read from the device)");
   const int64_t B = dist.size(0);
   const Device dev = dist.device();
   Tensor d = dist.contiguous();
@@ -117,7 +119,8 @@ MinedTriplets mine_triplets(const Tensor& dist, const Tensor& labels, const Mine
                ", more than the fixed capacity ", cap, " (MinerParams::capacity: give triplet_capacity() of the "
                "batch's class sizes)");
       res.triplets = cap > 0 ? Tensor::zeros({cap, 3}, DType::I64, dev) : Tensor::empty({total, 3}, DType::I64, dev);
-      res.count = Tensor::from_vector(std::vector<int64_t>{total}, {1});
+      res.count = Tensor::empty({1}, DType::I64, dev);  // written, not made from host data: no upload on a GPU
+      res.count.data<int64_t>()[0] = total;
       if (total > 0) miner_fill_cpu<T>(A, o, res.triplets.data<int64_t>());
       if (mp.kind == MinerKind::KTriplets) {
         std::vector<int64_t> pv;
@@ -164,6 +167,7 @@ MinedPairs mine_pairs(const Tensor& dist, const Tensor& labels, PairNegatives ne
                       Generator* gen) {
   const char* op = "mine_pairs";
   check_inputs(op, dist, labels);
+  graph_unsafe("mine_pairs (its output size is read from the device)");
   const int64_t B = dist.size(0);
   Tensor d = dist.contiguous();
   Tensor lab = labels.to(DType::I64).contiguous().view({B});

@@ -80,6 +80,12 @@ struct AdamHyper {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
   bool decoupled = false;  // AdamW
   int64_t step = 1;        // t >= 1, for the bias corrections
+  // CUDA only, optional: three doubles on the device, [0] = the step count
+  // before this update. The launch increments it and takes the bias
+  // corrections from it on the device, so a CUDA graph that replays the update
+  // uses the right t every time (PyTorch's capturable Adam); `step` is then
+  // unused. [1], [2]: scratch (step size, 1 / sqrt(bias correction 2)).
+  double* device_step = nullptr;
 };
 
 // ---- CPU: one parallel pass over the chunks ---------------------------------

@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <set>
+#include <tuple>
 #include <sstream>
 #include <unordered_map>
 #include <vector>
@@ -229,12 +231,23 @@ bool env_no_cache() {
   return v && std::string(v) != "0";
 }
 
+// The memory pool this thread allocates from: 0, the general cache, or a CUDA
+// graph's private pool while it is being captured (runtime/graph.h).
+thread_local int tl_pool = 0;
+
+struct LiveBlock {
+  size_t size = 0;
+  int pool = 0;
+};
+
 struct CachingAllocator {
   std::mutex mu;
-  // Free blocks by (device, size) -> pointers.
-  std::map<std::pair<int, size_t>, std::vector<void*>> free_blocks;
-  // Live blocks: pointer -> (rounded size).
-  std::unordered_map<void*, size_t> live;
+  // Free blocks by (pool, device, size) -> pointers.
+  std::map<std::tuple<int, int, size_t>, std::vector<void*>> free_blocks;
+  // Live blocks: pointer -> rounded size and pool.
+  std::unordered_map<void*, LiveBlock> live;
+  std::set<int> pools;  // the private pools in use (0 is never in it)
+  int next_pool = 1;
   AllocatorStats stats;
   bool caching = !env_no_cache();
 
@@ -256,17 +269,19 @@ struct CachingAllocator {
     return p;
   }
 
-  // Caller holds mu.
+  // Caller holds mu. The general cache's free blocks (of `device`, or all for
+  // -1) back to the driver; a private pool's stay (its graph may replay).
   void release_cached(int device) {
     for (auto it = free_blocks.begin(); it != free_blocks.end();) {
-      if (device >= 0 && it->first.first != device) {
+      const auto [pool, dev, size] = it->first;
+      if (pool != 0 || (device >= 0 && dev != device)) {
         ++it;
         continue;
       }
       for (void* p : it->second) {
         CUDA_CHECK_NOTHROW(cudaFree(p));
         stats.device_frees++;
-        stats.bytes_cached -= it->first.second;
+        stats.bytes_cached -= size;
       }
       it = free_blocks.erase(it);
     }
@@ -289,20 +304,22 @@ void* device_alloc(size_t nbytes, int device) {
   std::lock_guard<std::mutex> lk(A.mu);
   A.stats.requests++;
   void* p = nullptr;
-  if (A.caching) {
+  const int pool = tl_pool;
+  if (A.caching || pool != 0) {
     // Exact size first, then the smallest cached block of at most twice the size.
-    auto it = A.free_blocks.lower_bound({device, size});
-    if (it != A.free_blocks.end() && it->first.first == device && it->first.second <= 2 * size) {
+    auto it = A.free_blocks.lower_bound({pool, device, size});
+    if (it != A.free_blocks.end() && std::get<0>(it->first) == pool && std::get<1>(it->first) == device &&
+        std::get<2>(it->first) <= 2 * size) {
       p = it->second.back();
       it->second.pop_back();
-      size = it->first.second;
+      size = std::get<2>(it->first);
       A.stats.bytes_cached -= size;
       A.stats.cache_hits++;
       if (it->second.empty()) A.free_blocks.erase(it);
     }
   }
   if (!p) p = A.raw_malloc(size, device);
-  A.live[p] = size;
+  A.live[p] = {size, pool};
   A.stats.bytes_in_use += size;
   if (A.stats.bytes_in_use > A.stats.peak_bytes_in_use) A.stats.peak_bytes_in_use = A.stats.bytes_in_use;
   return p;
@@ -322,11 +339,15 @@ void device_free(void* p, int device) noexcept {
     std::fprintf(stderr, "[mn] cuda allocator: free of unknown pointer %p ignored\n", p);
     return;
   }
-  size_t size = it->second;
+  const size_t size = it->second.size;
+  int pool = it->second.pool;
   A.live.erase(it);
   A.stats.bytes_in_use -= size;
-  if (A.caching) {
-    A.free_blocks[{device, size}].push_back(p);
+  if (pool != 0 && !A.pools.count(pool)) pool = 0;  // its graph is gone: an ordinary block
+  // A live graph's block stays in its pool even without caching: the graph
+  // writes it on every replay.
+  if (A.caching || pool != 0) {
+    A.free_blocks[{pool, device, size}].push_back(p);
     A.stats.bytes_cached += size;
   } else {
     CUDA_CHECK_NOTHROW(cudaFree(p));
@@ -359,6 +380,47 @@ void empty_cache() {
 }
 
 bool caching_enabled() { return alloc().caching; }
+
+int create_pool() {
+  auto& A = alloc();
+  std::lock_guard<std::mutex> lk(A.mu);
+  const int id = A.next_pool++;
+  A.pools.insert(id);
+  return id;
+}
+
+void release_pool(int pool) {
+#ifdef MN_WITH_CUDA
+  if (pool == 0) return;
+  auto& A = alloc();
+  std::lock_guard<std::mutex> lk(A.mu);
+  A.pools.erase(pool);
+  // Its free blocks become ordinary ones. Work queued on the library's stream
+  // after the graph's last replay runs after it, so reuse needs no wait.
+  for (auto it = A.free_blocks.begin(); it != A.free_blocks.end();) {
+    const auto [pl, dev, size] = it->first;
+    if (pl != pool) {
+      ++it;
+      continue;
+    }
+    for (void* p : it->second) {
+      if (A.caching) {
+        A.free_blocks[{0, dev, size}].push_back(p);
+      } else {
+        CUDA_CHECK_NOTHROW(cudaFree(p));
+        A.stats.device_frees++;
+        A.stats.bytes_cached -= size;
+      }
+    }
+    it = A.free_blocks.erase(it);
+  }
+#else
+  (void)pool;
+#endif
+}
+
+int thread_pool() { return tl_pool; }
+void set_thread_pool(int pool) { tl_pool = pool; }
 
 }  // namespace cuda
 }  // namespace mn

@@ -72,6 +72,14 @@ void reset_peak_stats();
 // Returns every cached block to the driver.
 void empty_cache();
 bool caching_enabled();
+// Private pools (CUDA graphs, runtime/graph.h): while a thread's pool is set,
+// its allocations come from that pool and its blocks return to it when freed
+// (even with caching off), so addresses baked into a graph are never handed to
+// other work. release_pool() makes the pool's blocks ordinary ones again.
+int create_pool();
+void release_pool(int pool);
+int thread_pool();
+void set_thread_pool(int pool);  // 0: the general cache
 }  // namespace cuda
 
 // Host<->device transfer accounting: every copy between devices goes through

@@ -101,10 +101,17 @@ void check_device_report() {
            "failed may be some calls back (set MN_CUDA_SYNC=1 to report it at the op)");
 }
 
-cudaStream_t stream() {
-  // The legacy default stream: every library kernel and copy is ordered on it.
-  return cudaStreamLegacy;
+namespace {
+thread_local cudaStream_t tl_capture_stream = nullptr;
 }
+
+cudaStream_t stream() {
+  // The legacy default stream: every library kernel and copy is ordered on it;
+  // while this thread captures a CUDA graph, the capture's stream (runtime/graph.h).
+  return tl_capture_stream ? tl_capture_stream : cudaStreamLegacy;
+}
+
+void set_capture_stream(cudaStream_t s) { tl_capture_stream = s; }
 
 }  // namespace mn::cuda
 #endif

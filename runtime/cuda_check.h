@@ -26,6 +26,9 @@ bool debug_sync_enabled();
 // The stream all of the library's work is queued on. Work is ordered on it, which
 // is what makes reuse of cached blocks safe without events.
 cudaStream_t stream();
+// While this thread captures a CUDA graph, stream() returns `s` (nullptr: back to
+// the library's stream). For runtime/graph.cpp only.
+void set_capture_stream(cudaStream_t s);
 
 // Device-side error reports. A kernel that finds a bad index (an index tensor
 // pointing outside the tensor it indexes) records the first one in a small

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "runtime/graph.h"
 #include "runtime/tensor.h"
 
 namespace mn {
@@ -26,6 +27,7 @@ class Generator {
   void set_state(uint64_t seed, uint64_t offset) { seed_ = seed; offset_ = offset; }
   // Reserves `blocks` Philox blocks and returns the first one's offset.
   uint64_t advance(uint64_t blocks) {
+    graph_unsafe("a random draw (its Philox offset would be frozen in the graph)");
     uint64_t o = offset_;
     offset_ += blocks;
     return o;

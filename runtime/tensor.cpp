@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "runtime/allocator.h"
+#include "runtime/graph.h"
 #include "runtime/upload.h"
 #include "runtime/copy_kernels.h"
 #include "runtime/dispatch.h"
@@ -79,6 +80,7 @@ Tensor Tensor::arange(int64_t n, DType dtype, Device device) {
 }
 
 Tensor Tensor::from_host(const void* src, const Shape& shape, DType dtype, Device device) {
+  graph_unsafe("a tensor made from host data (an upload, or a constant frozen in the graph)");
   Tensor t = empty(shape, dtype, device);
   size_t bytes = t.nbytes();
   if (bytes == 0) return t;
@@ -110,6 +112,7 @@ std::vector<T> Tensor::to_vector() const {
   MN_CHECK(dtype_ == dtype_of<T>, "Tensor::to_vector: tensor ", desc(), " read as ",
            dtype_name(dtype_of<T>));
   detail::count_host_read();
+  graph_unsafe("a host read of tensor values");
   Tensor c = cpu().contiguous();
   std::vector<T> out(static_cast<size_t>(numel()));
   if (!out.empty()) std::memcpy(out.data(), c.raw_data(), out.size() * sizeof(T));
@@ -349,6 +352,7 @@ Tensor Tensor::to(DType dtype) const {
 Tensor Tensor::to(Device device) const {
   check_defined("to");
   if (device == device_) return *this;
+  graph_unsafe("a copy between the host and a device");
   Tensor src = contiguous();
   Tensor out = empty(shape_, dtype_, device);
   size_t bytes = out.nbytes();

@@ -26,7 +26,7 @@ namespace mn::exp {
 // it computes: --epochs (restored when not given), the stop flags and the device
 // of this invocation, the out dir being resumed, and where the data and its
 // packed cache live (they must hold the same data).
-const std::vector<std::string> kResumeMayChange = {"epochs", "time-limit", "stop-after", "device", "log-every",
+const std::vector<std::string> kResumeMayChange = {"epochs", "time-limit", "stop-after", "device", "log-every", "cuda-graph",
                                                    "out-dir", "resume", "data-dir", "cache-dir"};
 
 namespace {
@@ -57,6 +57,9 @@ void declare_harness_flags(Flags& f, const Study& st) {
   f.add_int("stop-after", 0, "stop resumably after this many training steps in this run (0: none); exit status 3",
             0);
   if (st.epoch_shaped()) f.add_int("epochs", st.default_epochs(), "training epochs", 1, 1000000);
+  if (st.epoch_shaped())
+    f.add_bool("cuda-graph", true, "GPU: capture the training step as a CUDA graph once and replay it, where the "
+               "study's step allows (summary.json's cuda_graph says why not); --no-cuda-graph runs it eagerly");
   if (st.epoch_shaped())
     f.add_int("log-every", 0, "training steps between reads of the step statistics (progress line, NaN check) "
               "to the host; 0: every step on the CPU, every 50 on a GPU, where each read waits for the device",
@@ -173,6 +176,27 @@ void check_regular_file(const std::string& path, const std::string& flag) {
   if (::stat(path.c_str(), &s) != 0)
     MN_THROW(flag, ": cannot open '", path, "': ", std::strerror(errno));
   if (!S_ISREG(s.st_mode)) MN_THROW(flag, ": '", path, "' is not a regular file (a directory?)");
+}
+
+void StepInputs::keep(size_t i, const Tensor& t) {
+  MN_CHECK(t.defined(), "StepInputs::keep: slot ", i, ": undefined tensor");
+  if (slots_.size() <= i) slots_.resize(i + 1);
+  Tensor& d = slots_[i];
+  if (t.is_cpu()) {  // no graph on the CPU: the slot takes t itself (no copy)
+    d = t;
+    return;
+  }
+  if (d.defined() && d.shape() == t.shape() && d.dtype() == t.dtype() && d.device() == t.device()) {
+    d.copy_(t);
+    return;
+  }
+  d = t.clone();
+  ++generation_;
+}
+
+const Tensor& StepInputs::operator[](size_t i) const {
+  MN_CHECK(i < slots_.size() && slots_[i].defined(), "StepInputs: slot ", i, " was never filled (prepare_step)");
+  return slots_[i];
 }
 
 DeviceStats host_device_stats(const Stats& s) {

@@ -87,6 +87,23 @@ struct DeviceStats {
   std::vector<std::string> names;
   Tensor values;
 };
+// The tensors a split step's compute_step() reads (harness.h, split_step), at
+// addresses that stay the same from step to step (a CUDA graph replays them):
+// keep(i, t) copies a device tensor t into slot i, allocated like t on first
+// use and again when t's shape, dtype or device changes, which bumps
+// generation() (put it in the study's graph_key()); a CPU tensor is taken as it
+// is (no graph there, no copy).
+class StepInputs {
+ public:
+  void keep(size_t i, const Tensor& t);
+  const Tensor& operator[](size_t i) const;
+  uint64_t generation() const { return generation_; }
+
+ private:
+  std::vector<Tensor> slots_;
+  uint64_t generation_ = 0;
+};
+
 // Host values as DeviceStats on the CPU (what the default train_step_on_device() returns).
 DeviceStats host_device_stats(const Stats& s);
 
@@ -174,6 +191,24 @@ class Study {
   // harness calls this one; the default runs train_step() and wraps its host
   // values. A GPU study overrides it so the step makes no host read.
   virtual DeviceStats train_step_on_device() { return host_device_stats(train_step()); }
+
+  // ---- a step that can run as a CUDA graph (--cuda-graph, runtime/graph.h) ----
+  // A study whose step splits into prepare_step(), the host's part (sampling,
+  // uploads copied into tensors that stay the same from step to step,
+  // augmentation), and compute_step(), the device's (forward, loss, backward,
+  // update, returning its stats), returns true here; the harness then runs the
+  // two itself instead of train_step_on_device(). On a GPU it runs a few steps
+  // eagerly, audits one (a host read, upload or random draw inside
+  // compute_step() keeps the graph off, with the reason logged), then captures
+  // compute_step() once and replays it every step, capturing again whenever
+  // graph_key() changes. On the CPU the audit still runs and its verdict goes
+  // to summary.json ("cuda_graph").
+  virtual bool split_step() const { return false; }
+  virtual void prepare_step() {}
+  virtual DeviceStats compute_step() { return host_device_stats(must_override("compute_step")); }
+  // The host values compute_step() passes to kernels (e.g. the optimizer's
+  // graph_key(): learning rates): a captured graph replays them.
+  virtual std::string graph_key() const { return ""; }
   // Validation after each epoch; selection_metric() names the entry (higher is
   // better) that picks best.safetensors.
   virtual Stats validate() { return must_override("validate"); }

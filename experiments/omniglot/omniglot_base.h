@@ -101,6 +101,7 @@ class OmniglotStudy : public Study {
   const Flags* f_ = nullptr;
   Device device_;
   Generator init_gen_, sample_gen_;
+  StepInputs inputs_;  // what prepare_step() draws and compute_step() reads
   std::unique_ptr<StudyData> data_;
   std::unique_ptr<nn::Optimizer> opt_;
   std::unique_ptr<nn::LrSchedule> lr_sched_;

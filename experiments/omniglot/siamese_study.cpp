@@ -74,12 +74,24 @@ class SiameseStudy : public OmniglotStudy {
   }
   int64_t loader_triplets() const override { return f_->i64("batch") / 2; }
 
-  // The step's stats stay on the device (the harness reads them every --log-every steps).
-  DeviceStats train_step_on_device() override {
+  // The step in two parts (harness.h, split_step): the pairs are drawn and
+  // copied into the same input tensors every step, then the device work runs
+  // on them (a CUDA graph on a GPU, where the step allows). Its stats stay on
+  // the device (the harness reads them every --log-every steps).
+  bool split_step() const override { return true; }
+  std::string graph_key() const override { return opt_->graph_key() + "|inputs " + std::to_string(inputs_.generation()); }
+
+  void prepare_step() override {
+    PairBatch pb = data_->pair_batch(f_->i64("batch"));
+    inputs_.keep(0, pb.left);
+    inputs_.keep(1, pb.right);
+    inputs_.keep(2, pb.target);
+  }
+
+  DeviceStats compute_step() override {
     const int64_t B = f_->i64("batch");
-    PairBatch pb = data_->pair_batch(B);
-    auto e = net_->embed_pairs(Variable(pb.left), Variable(pb.right));
-    nn::LossOutput out = nn::koch_siamese_loss(e[0], e[1], net_->head_weight(), net_->head_bias(), pb.target);
+    auto e = net_->embed_pairs(Variable(inputs_[0]), Variable(inputs_[1]));
+    nn::LossOutput out = nn::koch_siamese_loss(e[0], e[1], net_->head_weight(), net_->head_bias(), inputs_[2]);
     out.loss.backward();
     opt_->step();
     opt_->zero_grad();

@@ -163,11 +163,31 @@ class TripletStudy : public OmniglotStudy {
     return *objective_;
   }
 
-  DeviceStats train_step_on_device() override {
+  // The step in two parts (harness.h, split_step): the batch is drawn and
+  // copied into the same input tensors every step, then the device work runs
+  // on them (a CUDA graph on a GPU, where the step allows).
+  bool split_step() const override { return true; }
+  std::string graph_key() const override { return opt_->graph_key() + "|inputs " + std::to_string(inputs_.generation()); }
+
+  void prepare_step() override {
+    const int64_t B = f_->i64("batch");
+    if (f_->str("sampling") == "online-balanced" || is_online_sampling(f_->str("sampling"))) {
+      PKBatch pk = data_->pk_batch(B, f_->i64("per-class"), sample_gen_);
+      inputs_.keep(0, pk.images);
+      inputs_.keep(1, pk.labels);
+    } else {
+      TripletBatch tb = data_->triplet_batch();
+      inputs_.keep(0, tb.anchors);
+      inputs_.keep(1, tb.positives);
+      inputs_.keep(2, tb.negatives);
+    }
+  }
+
+  DeviceStats compute_step() override {
     const int64_t B = f_->i64("batch");
     DeviceStats s;
     if (f_->str("sampling") == "online-balanced") {
-      PKBatch pk = data_->pk_batch(B, f_->i64("per-class"), sample_gen_);
+      PKBatch pk{inputs_[0], inputs_[1]};
       Variable e = net_->embed_candidate(Variable(pk.images));
       nn::ObjectiveOutput out = whole_batch_objective()(e, pk.labels, &sample_gen_);
       out.loss.backward();
@@ -176,7 +196,7 @@ class TripletStudy : public OmniglotStudy {
     } else if (is_online_sampling(f_->str("sampling"))) {
       // P x K batch (K = 3 by default: 3B images, as many as B random triplets),
       // mined on the device from the detached squared distances of the embeddings.
-      PKBatch pk = data_->pk_batch(B, f_->i64("per-class"), sample_gen_);
+      PKBatch pk{inputs_[0], inputs_[1]};
       Variable e = net_->embed_candidate(Variable(pk.images));
       kernels::MinerParams mp;
       mp.kind = miner_by_name(f_->str("sampling"));
@@ -200,8 +220,7 @@ class TripletStudy : public OmniglotStudy {
       out.loss.backward();
       s = loss_device_stats(out.stats, mined.count, {"train_loss", "active_share", "mean_d_pos", "mean_d_neg"});
     } else {
-      TripletBatch tb = data_->triplet_batch();
-      auto e = net_->embed_triplets(Variable(tb.anchors), Variable(tb.positives), Variable(tb.negatives));
+      auto e = net_->embed_triplets(Variable(inputs_[0]), Variable(inputs_[1]), Variable(inputs_[2]));
       nn::LossOutput out = nn::triplet_loss(e[0], e[1], e[2], loss_options());
       out.loss.backward();
       s = stats(out.stats, static_cast<double>(B));

@@ -47,11 +47,24 @@ __global__ void sgd_kernel(const MultiTensorDesc* __restrict__ descs,
   }
 }
 
+// AdamHyper::device_step: t += 1 and the bias-corrected constants, on the
+// device, in double as adam_step_cuda computes them on the host.
+__global__ void adam_device_step_kernel(double* s, double beta1, double beta2, double lr) {
+  const double t = s[0] + 1.0;
+  s[0] = t;
+  s[1] = lr / (1.0 - pow(beta1, t));
+  s[2] = 1.0 / sqrt(1.0 - pow(beta2, t));
+}
+
 template <typename T>
 __global__ void adam_kernel(const MultiTensorDesc* __restrict__ descs,
                             const MultiTensorChunk* __restrict__ chunks, int64_t nchunks, T b1,
                             T b2, T omb1, T omb2, T eps, T step_size, T inv_sqrt_bc2, T l2,
-                            T decay) {
+                            T decay, const double* __restrict__ dev) {
+  if (dev) {  // AdamHyper::device_step
+    step_size = static_cast<T>(dev[1]);
+    inv_sqrt_bc2 = static_cast<T>(dev[2]);
+  }
   for (int64_t c = blockIdx.x; c < nchunks; c += gridDim.x) {
     const MultiTensorChunk ch = chunks[c];
     const MultiTensorDesc d = descs[ch.tensor];
@@ -142,10 +155,14 @@ void adam_step_cuda(const MultiTensorDesc* descs, const MultiTensorChunk* chunks
   const double bc2 = 1.0 - std::pow(h.beta2, static_cast<double>(h.step));
   const T l2 = h.decoupled ? T(0) : static_cast<T>(h.weight_decay);
   const T decay = h.decoupled ? static_cast<T>(1.0 - h.lr * h.weight_decay) : T(1);
+  if (h.device_step) {
+    adam_device_step_kernel<<<1, 1, 0, mn::cuda::stream()>>>(h.device_step, h.beta1, h.beta2, h.lr);
+    CUDA_CHECK_LAUNCH("adam_device_step_kernel");
+  }
   adam_kernel<T><<<blocks_for(nchunks), kThreads, 0, mn::cuda::stream()>>>(
       descs, chunks, nchunks, static_cast<T>(h.beta1), static_cast<T>(h.beta2),
       static_cast<T>(1.0 - h.beta1), static_cast<T>(1.0 - h.beta2), static_cast<T>(h.eps),
-      static_cast<T>(h.lr / bc1), static_cast<T>(1.0 / std::sqrt(bc2)), l2, decay);
+      static_cast<T>(h.lr / bc1), static_cast<T>(1.0 / std::sqrt(bc2)), l2, decay, h.device_step);
   CUDA_CHECK_LAUNCH("adam_kernel");
 }
 

@@ -5,10 +5,12 @@
 #include "kernels/elementwise.h"
 
 #include <cmath>
+#include <cstdio>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "runtime/error.h"
+#include "runtime/graph.h"
 
 namespace mn::nn {
 
@@ -154,7 +156,11 @@ std::vector<std::pair<std::string, Tensor>> Optimizer::state_dict() const {
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     const std::string pre = "optim." + group_label(gi) + ".";
     const GroupState& st = states_[gi];
-    out.emplace_back(pre + "step", Tensor::scalar(static_cast<double>(st.step), DType::I64));
+    // Adam on a GPU counts on the device (GroupState::device_step): a replayed graph moved it.
+    const int64_t step = st.device_step.defined() && !st.device_step_stale
+                             ? static_cast<int64_t>(st.device_step.narrow(0, 0, 1).item())
+                             : st.step;
+    out.emplace_back(pre + "step", Tensor::scalar(static_cast<double>(step), DType::I64));
     out.emplace_back(pre + "lr", Tensor::scalar(groups_[gi].lr, DType::F64));
     out.emplace_back(pre + "momentum", Tensor::scalar(groups_[gi].momentum, DType::F64));
     for (size_t i = 0; i < st.slots.size(); ++i)
@@ -182,6 +188,7 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& tensors,
              shape_str(step.shape()), ", expected a scalar");
     st.step = static_cast<int64_t>(step.item());
     st.momentum_started = st.step > 0;
+    st.device_step_stale = true;
     groups_[gi].lr = get(pre + "lr").item();
     groups_[gi].momentum = get(pre + "momentum").item();
     const int nslots = num_slots(groups_[gi]);
@@ -210,6 +217,19 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& tensors,
       }
     }
   }
+}
+
+std::string Optimizer::graph_key() const {
+  std::string k = kind_;
+  char buf[256];
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    const ParamGroup& g = groups_[gi];
+    std::snprintf(buf, sizeof buf, "|%.17g,%.17g,%.17g,%.17g,%d,%.17g,%.17g,%.17g,%d", g.lr, g.momentum,
+                  g.dampening, g.weight_decay, g.nesterov ? 1 : 0, g.betas.first, g.betas.second, g.eps,
+                  gi < states_.size() && states_[gi].momentum_started ? 1 : 0);
+    k += buf;
+  }
+  return k;
 }
 
 double Optimizer::clip_grad_norm(double max_norm, double eps) {
@@ -329,6 +349,15 @@ void Adam::launch(const ParamGroup& g, GroupState& st, DType dtype, Device devic
   h.weight_decay = g.weight_decay;
   h.decoupled = decoupled_;
   h.step = st.step;
+  if (device.is_cuda()) {
+    // The count lives on the device (a replayed graph advances it there); the
+    // kernel adds this update's 1 to the count before it.
+    if (!st.device_step.defined() || st.device_step.device() != device || st.device_step_stale) {
+      st.device_step = Tensor::from_vector(std::vector<double>{static_cast<double>(st.step - 1), 0.0, 0.0}, {3}, device);
+      st.device_step_stale = false;
+    }
+    h.device_step = st.device_step.data<double>();
+  }
   kernels::fused_adam_step(st.plan, dtype, device, h);
 }
 

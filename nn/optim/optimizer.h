@@ -68,6 +68,12 @@ class Optimizer {
   // GPU step that clips need not wait for the device.
   Tensor clip_grad_norm_on_device(double max_norm, double eps = 1e-6);
 
+  // The host values the update kernels take as arguments (every group's
+  // learning rate, momentum, dampening, decay, betas, eps, and whether its
+  // momentum has started): a CUDA graph that captured a step replays them, so
+  // a change needs a new capture (runtime/graph.h, experiments/common).
+  std::string graph_key() const;
+
   void add_param_group(ParamGroup g);
   size_t num_groups() const { return groups_.size(); }
   ParamGroup& group(size_t i);
@@ -99,6 +105,12 @@ class Optimizer {
     int64_t step = 0;
     bool momentum_started = false;
     kernels::MultiTensorPlan plan;
+    // Adam on a GPU: the step count on the device (kernels::AdamHyper::
+    // device_step), the count's source of truth once made: a CUDA graph that
+    // replays the update advances it without the host. Remade from `step`
+    // after load_state (device_step_stale).
+    Tensor device_step;
+    bool device_step_stale = true;
   };
 
   // How many state slots (0..2) group `g` needs now, and their names.

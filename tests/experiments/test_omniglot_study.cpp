@@ -244,6 +244,69 @@ TEST(OmniglotStudy, StepsReadNothingToTheHostBetweenLogReads) {
   }
 }
 
+// Whether a GPU run could capture each kind of step as a CUDA graph: the
+// harness audits the third step on the CPU too (runtime/graph.h) and writes the
+// verdict to summary.json. Offline triplets and siamese pairs (Adam or SGD), and
+// a deterministic miner into a fixed capacity, audit clean; a random miner,
+// dropout and a miner whose output size is read back name what a graph cannot
+// replay; --no-cuda-graph skips the audit.
+TEST(OmniglotStudy, TheStepAuditSaysWhetherAGpuRunWouldCaptureIt) {
+  struct Case {
+    StudyKind kind;
+    std::vector<std::string> flags;
+    std::string expect;  // a substring of summary.json's cuda_graph
+  };
+  const std::vector<Case> cases = {
+      {StudyKind::Triplet, {}, "audits clean"},
+      {StudyKind::Siamese, {}, "audits clean"},
+      {StudyKind::Triplet, {"--sampling", "batch-hard", "--loss", "schroff", "--per-class", "2"}, "audits clean"},
+      {StudyKind::Triplet, {"--sampling", "batch-hard", "--per-class", "2"}, "without a fixed capacity"},
+      {StudyKind::Triplet, {"--sampling", "online-random-negative", "--loss", "schroff", "--per-class", "3"},
+       "a random draw"},
+      {StudyKind::Triplet, {"--dropout", "0.2"}, "a random draw"},
+      {StudyKind::Triplet, {"--optimizer", "sgd"}, "audits clean"},
+      {StudyKind::Triplet, {"--sampling", "online-balanced", "--loss", "multi-similarity", "--per-class", "2"},
+       "audits clean"},
+      {StudyKind::Triplet, {"--no-cuda-graph"}, "off: --no-cuda-graph"}};
+  for (const Case& c : cases) {
+    TempDir out("audit"), cache("cache");
+    ASSERT_EQ(run_study(c.kind, base_args(out.str(), cache.str()) + c.flags +
+                                    std::vector<std::string>{"--epochs", "1", "--iters", "4", "--batch", "4",
+                                                             "--val-triplets", "12", "--val-tasks", "6"}).rc, 0);
+    const std::string summary = read_text(out / "summary.json");
+    const auto at = summary.find("\"cuda_graph\"");
+    ASSERT_NE(at, std::string::npos) << summary;
+    const std::string verdict = summary.substr(at, summary.find('\n', at) - at);
+    EXPECT_NE(verdict.find(c.expect), std::string::npos)
+        << (c.flags.empty() ? "default" : c.flags[0] + " " + c.flags[1]) << ": " << verdict;
+  }
+}
+
+// On a GPU the step is captured and replayed (summary.json says so) and the run
+// ends exactly where the eager run (--no-cuda-graph) ends: weights, optimizer
+// state, RNG states, metrics. Offline triplets (the study's Adam) and the P x K
+// whole-batch loss; two epochs, so the second runs on the graph captured in the first.
+TEST(OmniglotStudy, CudaGraphRunEqualsEagerRun) {
+  MN_SKIP_IF_NO_CUDA();
+  const std::vector<std::vector<std::string>> cases = {
+      {}, {"--sampling", "online-balanced", "--loss", "multi-similarity", "--per-class", "2"}};
+  for (const auto& flags : cases) {
+    TempDir eager("eager"), graph("graph"), cache("cache");
+    auto gpu = [&](const TempDir& out) {
+      auto args = base_args(out.str(), cache.str());
+      for (size_t i = 0; i + 1 < args.size(); ++i)
+        if (args[i] == "--device") args[i + 1] = "cuda";
+      return args + flags + std::vector<std::string>{"--epochs", "2", "--iters", "6", "--batch", "4",
+                                                     "--val-triplets", "12", "--val-tasks", "6"};
+    };
+    ASSERT_EQ(run_study(StudyKind::Triplet, gpu(eager) + std::vector<std::string>{"--no-cuda-graph"}).rc, 0);
+    ASSERT_EQ(run_study(StudyKind::Triplet, gpu(graph)).rc, 0);
+    EXPECT_NE(read_text(graph / "summary.json").find("\"on: captured"), std::string::npos)
+        << read_text(graph / "summary.json");
+    expect_same_run(eager.path, graph.path);
+  }
+}
+
 // The same on a GPU, counting real device-to-host copies (each a wait for the
 // device): a per-term loss over mined triplets (fixed capacity, the count on the
 // device), the P x K whole-batch loss and offline triplets add none per step.

@@ -373,6 +373,13 @@ void cuda_parity(Kind kind) {
   const double t = std::is_same_v<T, double> ? 1e-12 : 1e-5;
   for (size_t i = 0; i < cpu.params.size(); ++i)
     EXPECT_TRUE(mn::test::all_close(cpu.params[i].data(), gpu.params[i].data(), t, t)) << i;
+  // The step counts in the state agree (Adam's GPU count lives on the device).
+  const auto sc = oc->state_dict(), sg = og->state_dict();
+  ASSERT_EQ(sc.size(), sg.size());
+  for (size_t i = 0; i < sc.size(); ++i)
+    if (sc[i].first.find(".step") != std::string::npos) {
+      EXPECT_EQ(sc[i].second.item(), sg[i].second.item()) << sc[i].first;
+    }
   // Descriptor tables uploaded once per group, not once per step.
   EXPECT_EQ(og->plan_uploads(), 2);
 }
