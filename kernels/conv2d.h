@@ -18,7 +18,7 @@
 //               GEMM of dy and flipped weights; backward-weight splits the N*P*Q
 //               reduction over blocks and reduces the partials in a second,
 //               fixed-order pass (kernels/cuda/conv2d.cu).
-//               For float with kernels::allow_tf32() on (kernels/gemm_config.h),
+//               For float with kernels::allow_tf32_conv() on (kernels/gemm_config.h),
 //               the same implicit GEMM runs on TF32 tensor cores (64x128x16
 //               tiles, WMMA; sm_80+); double and the CPU are never affected.
 //   Default resolves to Gemm, or to what set_default_conv2d_algo() chose (a test

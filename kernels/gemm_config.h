@@ -45,20 +45,31 @@ CudaGemmVariant cuda_gemm_variant();
 // launch on an older device throws). double, the CPU and the Naive / Direct
 // oracles are never affected. Default: off, unless the environment variable
 // MN_ALLOW_TF32=1 is set (read once, at the first call of either function).
+// Two switches, as PyTorch's: allow_tf32() for matrix products (the dense
+// layers; torch.backends.cuda.matmul.allow_tf32) and allow_tf32_conv() for the
+// convolutions (torch.backends.cudnn.allow_tf32). set_allow_tf32 sets both;
+// set_allow_tf32_conv only the second. The library starts with both off; the
+// study binaries' --tf32 defaults to PyTorch's defaults (convolutions on TF32,
+// dense layers FP32).
 void set_allow_tf32(bool on);
 bool allow_tf32();
+void set_allow_tf32_conv(bool on);
+bool allow_tf32_conv();
 
-// Sets the TF32 switch for a scope and restores the previous setting on exit
-// (benchmarks and tests that compare both settings).
+// Sets both TF32 switches for a scope and restores the previous settings on
+// exit (benchmarks and tests that compare both settings).
 class Tf32Scope {
  public:
-  explicit Tf32Scope(bool on) : saved_(allow_tf32()) { set_allow_tf32(on); }
-  ~Tf32Scope() { set_allow_tf32(saved_); }
+  explicit Tf32Scope(bool on) : saved_(allow_tf32()), saved_conv_(allow_tf32_conv()) { set_allow_tf32(on); }
+  ~Tf32Scope() {
+    set_allow_tf32(saved_);
+    set_allow_tf32_conv(saved_conv_);
+  }
   Tf32Scope(const Tf32Scope&) = delete;
   Tf32Scope& operator=(const Tf32Scope&) = delete;
 
  private:
-  bool saved_;
+  bool saved_, saved_conv_;
 };
 
 // The precision policy: TF32 never reaches distances, miners or losses (the Gram form

@@ -27,7 +27,17 @@ std::atomic<bool>& tf32_flag() {
 }
 }  // namespace
 
-void set_allow_tf32(bool on) { tf32_flag().store(on); }
+std::atomic<bool>& tf32_conv_flag() {
+  static std::atomic<bool> flag{tf32_flag().load()};
+  return flag;
+}
+
+void set_allow_tf32(bool on) {
+  tf32_flag().store(on);
+  tf32_conv_flag().store(on);
+}
+void set_allow_tf32_conv(bool on) { tf32_conv_flag().store(on); }
+bool allow_tf32_conv() { return tf32_conv_flag().load(); }
 
 namespace {
 thread_local int t_fp32_depth = 0;

@@ -22,7 +22,8 @@
 # name:binary:flags joined by '+' that run one after another, all stopping resumably
 # STUDY_SECONDS (1200) after the launch (a run is not started with under
 # MIN_RUN_SECONDS, 120, left); START_SECONDS (540) for the whole start call; TF32 (auto:
-# --tf32 when the TF32 parity tests pass; 1; 0); CHECK_SECONDS (540); FINISH_SECONDS (480);
+# the default --tf32 conv when the TF32 parity tests pass, else --tf32 off; 1: --tf32 all;
+# 0: --tf32 off); CHECK_SECONDS (540); FINISH_SECONDS (480);
 # STUDY_DEVICE (cuda; cpu for a dry run of the script with tiny RUNS on a machine without a GPU).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -80,12 +81,14 @@ start)
   say "== TF32 parity tests"
   timeout 120 $G/mn_tests_kernels --gtest_brief=1 --gtest_filter='Tf32*' 2>&1 | tee -a "$LOG" | tail -n 20
   tf32_rc=${PIPESTATUS[0]}
+  # The binaries' default (--tf32 conv) is PyTorch's: TF32 convolutions, FP32 dense layers.
   tf32_flag=""
   case "${TF32:-auto}" in
-    1) tf32_flag="--tf32" ;;
-    auto) [[ $tf32_rc == 0 ]] && tf32_flag="--tf32" ;;
+    1) tf32_flag="--tf32 all" ;;
+    0) tf32_flag="--tf32 off" ;;
+    auto) [[ $tf32_rc == 0 ]] || tf32_flag="--tf32 off" ;;
   esac
-  say "TF32 tests exit $tf32_rc; runs use: ${tf32_flag:-FP32}"
+  say "TF32 tests exit $tf32_rc; runs use: ${tf32_flag:---tf32 conv (the default)}"
   # 3. The study queues, each in its own session (setsid) so it outlives this call;
   # the queues train side by side, the runs of one queue one after another.
   IFS=';' read -ra queues <<< "$RUNS"

@@ -65,11 +65,21 @@ void declare_harness_flags(Flags& f, const Study& st) {
               "to the host; 0: every step on the CPU, every 50 on a GPU, where each read waits for the device",
               0, 1000000);
   if (st.can_evaluate()) f.add_string("evaluate", "", "only evaluate this checkpoint (written by this study)");
-  f.add_bool("tf32", false, "GPU: float32 convolutions and matrix products on TF32 tensor cores (inputs "
-             "rounded to a 10-bit mantissa, as PyTorch's cuDNN default); also MN_ALLOW_TF32=1");
+  f.add_string("tf32", "conv", "GPU: float32 layers on TF32 tensor cores (inputs rounded to a 10-bit mantissa): "
+               "conv (convolutions only: PyTorch's defaults), all (also the dense layers; MN_ALLOW_TF32=1 in the "
+               "environment gives this default), off (FP32 everywhere). Distances, miners and losses stay FP32");
   f.add_bool("deterministic", false, "GPU: refuse the ops whose CUDA kernels add with float atomics (index_add, "
              "scatter_add, the gradient of losses over mined tuples, gradient clipping), so two runs from one "
              "seed give identical weights (runtime/determinism.h); also MN_DETERMINISTIC=1");
+}
+
+// --tf32's value as one of conv, all, off (true / false: the boolean flag of
+// earlier versions, in configs and checkpoints, read as all / off).
+std::string tf32_mode(const std::string& v) {
+  if (v == "conv" || v == "all" || v == "off") return v;
+  if (v == "true") return "all";
+  if (v == "false") return "off";
+  throw UsageError("--tf32 " + v + ": expected conv (PyTorch's default), all or off");
 }
 
 // The stored value as flag text (what a config file would hold).
@@ -303,6 +313,7 @@ int run_study(std::unique_ptr<Study> study, int argc, char** argv) {
     try {
       st.apply_presets(f, device, evaluating);
       f.validate_ranges();
+      (void)tf32_mode(f.str("tf32"));
       check_dir_usable(f.str("out-dir"), "--out-dir");  // before the study's data checks
       st.check_flags(f, evaluating);
       make_dirs(f.str("out-dir"), "--out-dir");
@@ -311,10 +322,15 @@ int run_study(std::unique_ptr<Study> study, int argc, char** argv) {
     }
     if (f.user_set("deterministic")) set_deterministic(f.flag("deterministic"));
     else if (deterministic()) f.set("deterministic", "true", Flags::Origin::Preset, "MN_DETERMINISTIC");
-    if (f.user_set("tf32")) kernels::set_allow_tf32(f.flag("tf32"));
-    else if (kernels::allow_tf32()) f.set("tf32", "true", Flags::Origin::Preset, "MN_ALLOW_TF32");
+    if (!f.user_set("tf32") && kernels::allow_tf32()) f.set("tf32", "all", Flags::Origin::Preset, "MN_ALLOW_TF32");
+    const std::string tf32 = tf32_mode(f.str("tf32"));
+    kernels::set_allow_tf32(tf32 == "all");
+    kernels::set_allow_tf32_conv(tf32 != "off");
     std::printf("%s on %s%s\n", prog.c_str(), device_name(device).c_str(),
-                device.is_cuda() && kernels::allow_tf32() ? " (TF32 tensor cores on)" : "");
+                !device.is_cuda() ? ""
+                : tf32 == "all"   ? " (TF32 tensor cores on for convolutions and dense layers)"
+                : tf32 == "conv"  ? " (TF32 tensor cores on for convolutions)"
+                                  : "");
     Context ctx(f, device, st.name());
     if (evaluating) return evaluate_only(st, ctx);
     return run_training(st, ctx);

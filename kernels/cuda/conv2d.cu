@@ -24,7 +24,7 @@
 //             multiply-shift division (kernels/fastdiv.h), not `/`. Backward-weight has a long reduction (N*P*Q) and a small
 //             output, so it splits Kd over gridDim.z and a second kernel sums the
 //             partials in a fixed order (deterministic, no atomics).
-//   1 Gemm with TF32 (float, when kernels::allow_tf32() is on, see
+//   1 Gemm with TF32 (float, when kernels::allow_tf32_conv() is on, see
 //             kernels/gemm_config.h): igemm_tf32_kernel, the same implicit GEMM and
 //             the same op functors on tensor cores. 64 x 128 outputs per 256-thread
 //             block (8 warps in a 2 x 4 grid, each 32 x 32 = 2 x 2 WMMA m16n16k8
@@ -616,11 +616,11 @@ __global__ void sum_splits(const T* __restrict__ part, T* __restrict__ out, int 
   }
 }
 
-// TF32 tensor cores for this call: float only, when the process-wide switch is on
-// (the Direct oracle never gets here).
+// TF32 tensor cores for this call: float only, when the process-wide switch for
+// convolutions is on (the Direct oracle never gets here).
 template <typename T>
 bool use_tf32() {
-  return std::is_same<T, float>::value && allow_tf32() && !fp32_forced();
+  return std::is_same<T, float>::value && allow_tf32_conv() && !fp32_forced();
 }
 
 template <typename T, typename Op>

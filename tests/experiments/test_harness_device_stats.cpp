@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "experiments/common/harness.h"
+#include "kernels/gemm_config.h"
 #include "nn/layers/linear.h"
 #include "runtime/allocator.h"
 #include "tests/experiments/omniglot_fixture.h"
@@ -132,6 +133,31 @@ TEST(HarnessDeviceStats, AStopBetweenReadsKeepsThePendingSums) {
     EXPECT_EQ(a[e].at("train_loss").get<double>(), b[e].at("train_loss").get<double>()) << "epoch " << e + 1;
     EXPECT_EQ(a[e].at("twice").get<double>(), b[e].at("twice").get<double>()) << "epoch " << e + 1;
   }
+}
+
+// --tf32: PyTorch's defaults unless told otherwise (convolutions on TF32,
+// dense layers FP32); all / off; the boolean values of earlier configs.
+TEST(HarnessFlags, Tf32SetsTheConvolutionAndMatrixSwitches) {
+  mn::kernels::Tf32Scope restore(false);
+  struct Case {
+    std::vector<std::string> flag;
+    bool matmul, conv;
+  };
+  for (const Case& c : {Case{{}, false, true}, Case{{"--tf32", "all"}, true, true},
+                        Case{{"--tf32", "off"}, false, false}, Case{{"--tf32", "conv"}, false, true},
+                        Case{{"--tf32", "true"}, true, true}, Case{{"--tf32", "false"}, false, false}}) {
+    TempDir out("tf32");
+    std::vector<std::string> args{"--out-dir", out.str(), "--device", "cpu", "--epochs", "1"};
+    args.insert(args.end(), c.flag.begin(), c.flag.end());
+    ASSERT_EQ(run_toy(args), 0);
+    const std::string what = c.flag.empty() ? "default" : c.flag[1];
+    EXPECT_EQ(mn::kernels::allow_tf32(), c.matmul) << what;
+    EXPECT_EQ(mn::kernels::allow_tf32_conv(), c.conv) << what;
+  }
+  TempDir out("tf32_bad");
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(run_toy({"--out-dir", out.str(), "--device", "cpu", "--tf32", "half"}), 2);
+  EXPECT_NE(testing::internal::GetCapturedStderr().find("--tf32 half: expected conv"), std::string::npos);
 }
 
 }  // namespace
