@@ -153,10 +153,16 @@ TermResult triplet_loss_terms_indexed(const TripletLossParams& P, const Tensor& 
 namespace {
 TermResult contrastive_run(ContrastiveForm form, double margin, const Tensor& x1,
                            const Tensor& x2, const Tensor& i1, const Tensor& i2,
-                           const Tensor& label, int64_t N, Reduction red) {
+                           const Tensor& label, int64_t N, Reduction red, const Tensor& count = Tensor()) {
   const char* op = "contrastive_loss";
   MN_CHECK(label.numel() == N, op, ": label must have ", N, " elements, got ",
            shape_str(label.shape()));
+  if (count.defined()) {
+    MN_CHECK(count.dtype() == DType::I64 && count.numel() == 1, op, ": the term count must be one int64, got ",
+             dtype_name(count.dtype()), " ", shape_str(count.shape()));
+    MN_CHECK(count.device() == x1.device(), op, ": the term count is on ", count.device().str(),
+             ", the embeddings on ", x1.device().str());
+  }
   MN_CHECK(label.device() == x1.device(), op, ": label on another device");
   Tensor lab = idx64(label.reshape({N}), op);
   TermResult r = alloc_terms(N, x1.dtype(), x1.device(), true);
@@ -168,9 +174,10 @@ TermResult contrastive_run(ContrastiveForm form, double margin, const Tensor& x1
     rows.ia = i1.defined() ? i1.data<int64_t>() : nullptr;
     rows.ip = i2.defined() ? i2.data<int64_t>() : nullptr;
     if (i1.defined() || i2.defined()) rows.rows = x1.size(0);  // x1 is x2 (see triplet_run)
+    rows.count = count.defined() ? count.data<int64_t>() : nullptr;
     MN_DEVICE_CALL(op, x1.device(), contrastive_forward,
         form, margin, N, D, rows, lab.data<int64_t>(), outs<scalar_t>(r));
-    reduce<scalar_t>(r, red, N, true);
+    reduce<scalar_t>(r, red, N, true, rows.count);
   });
   return r;
 }
@@ -189,7 +196,8 @@ TermResult contrastive_terms(ContrastiveForm form, double margin, const Tensor& 
 }
 
 TermResult contrastive_terms_indexed(ContrastiveForm form, double margin, const Tensor& e,
-                                     const Tensor& pairs, const Tensor& label, Reduction red) {
+                                     const Tensor& pairs, const Tensor& label, Reduction red,
+                                     const Tensor& count) {
   const char* op = "contrastive_loss_indexed";
   check_emb(op, e, "embeddings");
   check_dim(op, pairs, 2, "pairs");
@@ -200,7 +208,7 @@ TermResult contrastive_terms_indexed(ContrastiveForm form, double margin, const 
   check_rows(i64, e.size(0), op);
   Tensor ec = e.contiguous();
   return contrastive_run(form, margin, ec, ec, col(i64, 0), col(i64, 1), label, pairs.size(0),
-                         red);
+                         red, count.defined() ? count.contiguous().view({1}) : Tensor());
 }
 
 namespace {

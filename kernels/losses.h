@@ -312,8 +312,10 @@ TermResult triplet_loss_terms_indexed(const TripletLossParams& p, const Tensor& 
 // Contrastive pairs: x1, x2 (N, D) with label (N); or rows of e through pairs (P, 2).
 TermResult contrastive_terms(ContrastiveForm form, double margin, const Tensor& x1,
                              const Tensor& x2, const Tensor& label, Reduction r);
+// count: as for triplet_loss_terms_indexed (a pair miner's fixed capacity).
 TermResult contrastive_terms_indexed(ContrastiveForm form, double margin, const Tensor& e,
-                                     const Tensor& pairs, const Tensor& label, Reduction r);
+                                     const Tensor& pairs, const Tensor& label, Reduction r,
+                                     const Tensor& count = Tensor());
 // Gradients of the reduced loss given the upstream grad (a one-element tensor).
 // Dense: returns {ga, gp, gn} (gn undefined for pairs). Indexed: one (B, D) tensor.
 std::vector<Tensor> triplet_loss_grad(const TermResult& res, const Tensor& grad_out,

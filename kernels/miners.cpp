@@ -138,6 +138,15 @@ MinedTriplets mine_triplets(const Tensor& dist, const Tensor& labels, const Mine
   return res;
 }
 
+int64_t pair_capacity(const std::vector<int64_t>& class_sizes) {
+  int64_t pos = 0;
+  for (int64_t s : class_sizes) {
+    MN_CHECK(s >= 0, "pair_capacity: a class size is negative (", s, ")");
+    pos += s * (s - 1) / 2;
+  }
+  return 2 * pos;  // every positive pair and at most as many negatives
+}
+
 int64_t triplet_capacity(const MinerParams& p, const std::vector<int64_t>& class_sizes) {
   const char* op = "triplet_capacity";
   int64_t B = 0;
@@ -164,10 +173,11 @@ int64_t triplet_capacity(const MinerParams& p, const std::vector<int64_t>& class
 }
 
 MinedPairs mine_pairs(const Tensor& dist, const Tensor& labels, PairNegatives neg,
-                      Generator* gen) {
+                      Generator* gen, int64_t capacity) {
   const char* op = "mine_pairs";
   check_inputs(op, dist, labels);
-  graph_unsafe("mine_pairs (its output size is read from the device)");
+  MN_CHECK(capacity >= 0, op, ": capacity must be >= 0, got ", capacity);
+  if (capacity == 0) graph_unsafe("mine_pairs without a fixed capacity (its output size is read from the device)");
   const int64_t B = dist.size(0);
   Tensor d = dist.contiguous();
   Tensor lab = labels.to(DType::I64).contiguous().view({B});
@@ -185,7 +195,7 @@ MinedPairs mine_pairs(const Tensor& dist, const Tensor& labels, PairNegatives ne
         Tensor ws = Tensor::empty({4 * B + 4}, DType::I64, d.device());
         res.workspace_bytes = static_cast<int64_t>(ws.nbytes());
         pair_mine_cuda<T>(B, d.data<T>(), lab.data<int64_t>(), neg, seed, offset,
-                          ws.data<int64_t>(), &res.pairs, &res.is_pos, &res.num_pos);
+                          ws.data<int64_t>(), &res.pairs, &res.is_pos, &res.num_pos, capacity, &res.count);
       });
     } else {
       std::vector<int64_t> pv, iv;
@@ -193,8 +203,17 @@ MinedPairs mine_pairs(const Tensor& dist, const Tensor& labels, PairNegatives ne
                                      &iv);
       // The host candidate list holds one (key, index) per negative pair: O(B^2).
       res.workspace_bytes = static_cast<int64_t>(B * B / 2 * 16);
-      res.pairs = Tensor::from_vector(pv, {static_cast<int64_t>(iv.size()), 2});
-      res.is_pos = Tensor::from_vector(iv, {static_cast<int64_t>(iv.size())});
+      const int64_t n = static_cast<int64_t>(iv.size());
+      MN_CHECK(capacity == 0 || n <= capacity, op, ": ", n, " pairs mined from a batch of ", B,
+               ", more than the fixed capacity ", capacity, " (give pair_capacity() of the batch's class sizes)");
+      const int64_t rows = capacity > 0 ? capacity : n;
+      // Written in place, not made from host data (the same on the CPU as a GPU step would do).
+      res.pairs = Tensor::zeros({rows, 2}, DType::I64);
+      res.is_pos = Tensor::zeros({rows}, DType::I64);
+      std::copy(pv.begin(), pv.end(), res.pairs.data<int64_t>());
+      std::copy(iv.begin(), iv.end(), res.is_pos.data<int64_t>());
+      res.count = Tensor::empty({1}, DType::I64);
+      res.count.data<int64_t>()[0] = n;
     }
   });
   return res;

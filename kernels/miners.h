@@ -107,9 +107,10 @@ struct MinedTriplets {
   int64_t workspace_bytes = 0;  // temporaries, excluding the outputs
 };
 struct MinedPairs {
-  Tensor pairs;   // (P + Q, 2) int64: positives first, then negatives
-  Tensor is_pos;  // (P + Q) int64: 1 same class, 0 different
-  int64_t num_pos = 0;
+  Tensor pairs;   // (P + Q, 2) int64: positives first, then negatives; (capacity, 2) with a capacity
+  Tensor is_pos;  // (P + Q) int64: 1 same class, 0 different; (capacity) with a capacity
+  Tensor count;   // (1) int64 on the miner's device: P + Q
+  int64_t num_pos = 0;  // P; -1 on a GPU with a capacity (not read back)
   int64_t workspace_bytes = 0;
 };
 
@@ -120,8 +121,13 @@ MinedTriplets mine_triplets(const Tensor& dist, const Tensor& labels, const Mine
 // sizes (the sizes of a P x K batch: P times K): the capacity for a fixed-size
 // output. Exact for AllTriplets without only_violating.
 int64_t triplet_capacity(const MinerParams& p, const std::vector<int64_t>& class_sizes);
+// capacity > 0: a fixed-size output with no host read (as MinerParams::capacity):
+// the first P + Q rows mined, the rest (0, 0) with is_pos 0; give pair_capacity().
 MinedPairs mine_pairs(const Tensor& dist, const Tensor& labels, PairNegatives neg,
-                      Generator* gen = nullptr);
+                      Generator* gen = nullptr, int64_t capacity = 0);
+// The most pairs mine_pairs can emit for a batch whose classes have these sizes:
+// every positive pair and as many negatives.
+int64_t pair_capacity(const std::vector<int64_t>& class_sizes);
 // (B, B) distances of the rows of e (B, D): the pairwise distance of
 // kernels/distance.h in its self case (symmetric; the diagonal is exactly 0 for
 // L1 and the L2 metrics). `squared` picks L2Squared or L2; the overload takes
@@ -188,10 +194,13 @@ void exclusive_scan_cuda(int64_t n, const int64_t* counts, int64_t* offsets);
 void k_pull_pairs_cuda(int64_t B, int k, const int64_t* possel, const int64_t* offsets,
                        int64_t* out);
 // Pair miner pieces (see kernels/cuda/miners.cu).
+// capacity > 0: outputs (capacity, 2) / (capacity) zero-padded, *count_out made on
+// the device (an overflow is reported as a bad index), *num_pos = -1, no host read.
 template <typename T>
 void pair_mine_cuda(int64_t B, const T* dist, const int64_t* labels, PairNegatives neg,
                     uint64_t seed, uint64_t offset, int64_t* row_ws /*(4 B + 4)*/,
-                    Tensor* pairs_out, Tensor* is_pos_out, int64_t* num_pos);
+                    Tensor* pairs_out, Tensor* is_pos_out, int64_t* num_pos,
+                    int64_t capacity = 0, Tensor* count_out = nullptr);
 #endif
 
 }  // namespace mn::kernels

@@ -102,8 +102,14 @@ template <typename T>
 void contrastive_forward_cpu(ContrastiveForm form, double margin, int64_t N, int64_t D,
                              const TermRows<T>& r, const int64_t* label, const TermOut<T>& o) {
   const T M = T(margin);
+  const int64_t terms = r.count ? std::min(std::max<int64_t>(*r.count, 0), N) : N;
   parallel_for(0, N, grain_for(D), [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
+      if (t >= terms) {  // padding (TermRows::count): no loss, no gradient
+        o.loss[t] = o.wp[t] = o.dp[t] = T(0);
+        o.active[t] = o.is_pos[t] = 0;
+        continue;
+      }
       const T s = row_sq_l2(r.Ea + row_of(r.ia, t) * D, r.Ep + row_of(r.ip, t) * D, D);
       T d, k;
       loss_math::dist_from_sq(DistKind::Plain, s, &d, &k);

@@ -154,8 +154,9 @@ __global__ void contrastive_kernel(ContrastiveForm form, T M, int64_t N, int64_t
   const int lane = threadIdx.x & 31;
   const int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
   const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;
+  const int64_t terms = r.count ? min(max(*r.count, (int64_t)0), N) : N;
   for (int64_t t = warp; t < N; t += nwarps) {
-    if (bad_rows(r, t, true, rep)) {
+    if (t >= terms || bad_rows(r, t, true, rep)) {  // padding (TermRows::count) or a bad row
       if (lane == 0) {
         o.loss[t] = o.wp[t] = o.dp[t] = T(0);
         o.active[t] = o.is_pos[t] = 0;

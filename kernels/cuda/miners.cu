@@ -124,11 +124,11 @@ __global__ void pos_count_kernel(int64_t B, const int64_t* labels, int64_t* cnt)
 }
 
 __global__ void pos_fill_kernel(int64_t B, const int64_t* labels, const int64_t* off,
-                                int64_t* pairs, int64_t* is_pos) {
+                                int64_t* pairs, int64_t* is_pos, int64_t cap) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < B;
        i += (int64_t)gridDim.x * blockDim.x) {
     int64_t o = off[i];
-    for (int64_t j = i + 1; j < B; ++j)
+    for (int64_t j = i + 1; j < B && o < cap; ++j)
       if (labels[j] == labels[i]) {
         pairs[2 * o] = i;
         pairs[2 * o + 1] = j;
@@ -213,15 +213,16 @@ __global__ void neg_sel_kernel(int64_t B, const int64_t* scal, const int64_t* lt
 
 template <typename T>
 __global__ void neg_fill_kernel(PairKey<T> K, const int64_t* scal, const int64_t* tie_off,
-                                const int64_t* neg_off, int64_t P, int64_t* pairs,
-                                int64_t* is_pos) {
+                                const int64_t* neg_off, const int64_t* P_dev, int64_t* pairs,
+                                int64_t* is_pos, int64_t cap) {
   const uint64_t tau = static_cast<uint64_t>(scal[0]);
   if (scal[2] == 0) return;
+  const int64_t P = *P_dev;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < K.B;
        i += (int64_t)gridDim.x * blockDim.x) {
     int64_t o = P + neg_off[i];
     int64_t tie_rank = tie_off[i];
-    for (int64_t j = i + 1; j < K.B; ++j) {
+    for (int64_t j = i + 1; j < K.B && o < cap; ++j) {
       if (!K.is_neg(i, j)) continue;
       const uint64_t k = K.key(i, j);
       bool take = k < tau;
@@ -275,10 +276,18 @@ void k_pull_pairs_cuda(int64_t B, int k, const int64_t* possel, const int64_t* o
   CUDA_CHECK_LAUNCH("pull_pairs_kernel");
 }
 
+// P + Q into *count (at most the capacity); an overflow is reported.
+__global__ void pair_count_kernel(const int64_t* P, const int64_t* scal, int64_t cap, int64_t* count,
+                                  cuda::DeviceReport* rep) {
+  const int64_t total = *P + scal[2];
+  if (total > cap) cuda::report_bad_index(rep, cuda::DeviceOp::MinerCapacity, total, cap);
+  *count = total < cap ? total : cap;
+}
+
 template <typename T>
 void pair_mine_cuda(int64_t B, const T* dist, const int64_t* labels, PairNegatives neg,
                     uint64_t seed, uint64_t offset, int64_t* ws, Tensor* pairs_out,
-                    Tensor* is_pos_out, int64_t* num_pos) {
+                    Tensor* is_pos_out, int64_t* num_pos, int64_t capacity, Tensor* count_out) {
   auto st = cuda::stream();
   int cur = 0;  // outputs on the current device (not 0: the allocator would switch devices)
   CUDA_CHECK(cudaGetDevice(&cur));
@@ -305,6 +314,22 @@ void pair_mine_cuda(int64_t B, const T* dist, const int64_t* labels, PairNegativ
   neg_sel_kernel<<<g, 128, 0, st>>>(B, scal, lt_row, tie_row, tie_off, sel_row);
   CUDA_CHECK_LAUNCH("neg_sel_kernel");
   exclusive_scan_cuda(B, sel_row, neg_off);
+  if (capacity > 0) {  // a fixed size: no host read
+    *num_pos = -1;
+    *pairs_out = Tensor::zeros({capacity, 2}, DType::I64, dev);
+    *is_pos_out = Tensor::zeros({capacity}, DType::I64, dev);
+    *count_out = Tensor::empty({1}, DType::I64, dev);
+    pair_count_kernel<<<1, 1, 0, st>>>(pos_off + B, scal, capacity, count_out->data<int64_t>(),
+                                       cuda::device_report());
+    CUDA_CHECK_LAUNCH("pair_count_kernel");
+    pos_fill_kernel<<<g, 128, 0, st>>>(B, labels, pos_off, pairs_out->data<int64_t>(),
+                                       is_pos_out->data<int64_t>(), capacity);
+    CUDA_CHECK_LAUNCH("pos_fill_kernel");
+    neg_fill_kernel<T><<<g, 128, 0, st>>>(K, scal, tie_off, neg_off, pos_off + B, pairs_out->data<int64_t>(),
+                                          is_pos_out->data<int64_t>(), capacity);
+    CUDA_CHECK_LAUNCH("neg_fill_kernel");
+    return;
+  }
   // One small device->host read: P and Q size the output.
   int64_t host[2];
   CUDA_CHECK(cudaMemcpyAsync(&host[0], pos_off + B, sizeof(int64_t), cudaMemcpyDeviceToHost, st));
@@ -314,12 +339,13 @@ void pair_mine_cuda(int64_t B, const T* dist, const int64_t* labels, PairNegativ
   *num_pos = P;
   *pairs_out = Tensor::empty({P + Q, 2}, DType::I64, dev);
   *is_pos_out = Tensor::empty({P + Q}, DType::I64, dev);
+  if (count_out) *count_out = Tensor::full({1}, static_cast<double>(P + Q), DType::I64, dev);
   if (P + Q == 0) return;
   pos_fill_kernel<<<g, 128, 0, st>>>(B, labels, pos_off, pairs_out->data<int64_t>(),
-                                     is_pos_out->data<int64_t>());
+                                     is_pos_out->data<int64_t>(), P + Q);
   CUDA_CHECK_LAUNCH("pos_fill_kernel");
-  neg_fill_kernel<T><<<g, 128, 0, st>>>(K, scal, tie_off, neg_off, P, pairs_out->data<int64_t>(),
-                                        is_pos_out->data<int64_t>());
+  neg_fill_kernel<T><<<g, 128, 0, st>>>(K, scal, tie_off, neg_off, pos_off + B, pairs_out->data<int64_t>(),
+                                        is_pos_out->data<int64_t>(), P + Q);
   CUDA_CHECK_LAUNCH("neg_fill_kernel");
 }
 
@@ -330,7 +356,7 @@ void pair_mine_cuda(int64_t B, const T* dist, const int64_t* labels, PairNegativ
   template void miner_fill_capped_cuda<T>(const MinerArgs<T>&, const int64_t*, int64_t*, int64_t, \
                                           int64_t*);                                          \
   template void pair_mine_cuda<T>(int64_t, const T*, const int64_t*, PairNegatives, uint64_t, \
-                                  uint64_t, int64_t*, Tensor*, Tensor*, int64_t*);
+                                  uint64_t, int64_t*, Tensor*, Tensor*, int64_t*, int64_t, Tensor*);
 MN_INST(float)
 MN_INST(double)
 #undef MN_INST

@@ -86,8 +86,13 @@ LossOutput contrastive_loss(const ag::Variable& x1, const ag::Variable& x2, cons
 
 LossOutput contrastive_loss(const ag::Variable& emb, const Tensor& pairs, const Tensor& label,
                             const ContrastiveOptions& opts) {
+  return contrastive_loss(emb, pairs, label, Tensor(), opts);
+}
+
+LossOutput contrastive_loss(const ag::Variable& emb, const Tensor& pairs, const Tensor& label,
+                            const Tensor& count, const ContrastiveOptions& opts) {
   kernels::TermResult r = kernels::contrastive_terms_indexed(opts.form, opts.margin, emb.data(),
-                                                             pairs, label, opts.reduction);
+                                                             pairs, label, opts.reduction, count);
   LossOutput out;
   out.stats = r.stats;
   r.loss = r.dp = r.active = r.is_pos = Tensor();

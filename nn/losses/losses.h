@@ -67,6 +67,10 @@ LossOutput contrastive_loss(const ag::Variable& x1, const ag::Variable& x2, cons
                             const ContrastiveOptions& opts = {});
 LossOutput contrastive_loss(const ag::Variable& emb, const Tensor& pairs, const Tensor& label,
                             const ContrastiveOptions& opts = {});
+// A pair miner's fixed-capacity output (MinedPairs with a capacity): only the
+// first `count` rows of pairs / label are pairs; count stays on the device.
+LossOutput contrastive_loss(const ag::Variable& emb, const Tensor& pairs, const Tensor& label,
+                            const Tensor& count, const ContrastiveOptions& opts = {});
 
 // Koch et al.: logit z = b + sum_j alpha_j |h1_j - h2_j|, BCE from the logit;
 // target (N) 1 = same class. alpha (D) or (1, D), bias one element.

@@ -224,6 +224,40 @@ static void expect_padded_equals_exact(Device dev) {
   EXPECT_THROW(triplet_loss_terms_indexed(params_for(TripletKind::Global), e, pad, Reduction::Sum, cnt), Error);
 }
 
+// The same for the contrastive loss over a pair miner's padded output.
+static void expect_padded_pairs_equal_exact(Device dev) {
+  const int64_t B = 10, D = 4, T = 13, cap = 30;
+  Tensor e = test::randn({B, D}, DType::F64, Device::cpu(), 9).to(dev);
+  auto rv = test::rand_vec(2 * T, 0, B, 10);
+  std::vector<int64_t> idx, lab;
+  for (double v : rv) idx.push_back(static_cast<int64_t>(v));
+  for (int64_t t = 0; t < T; ++t) lab.push_back(t % 3 == 0 ? 1 : 0);
+  std::vector<int64_t> pidx = idx, plab = lab;
+  pidx.resize(2 * cap, 0);
+  plab.resize(cap, 0);
+  Tensor cnt = Tensor::from_vector(std::vector<int64_t>{T}, {1}).to(dev);
+  for (ContrastiveForm form : {ContrastiveForm::Hadsell, ContrastiveForm::Sampling})
+    for (Reduction red : {Reduction::Mean, Reduction::MeanNonZero, Reduction::Sum}) {
+      SCOPED_TRACE("form " + std::to_string(static_cast<int>(form)) + " reduction " +
+                   std::to_string(static_cast<int>(red)) + " on " + dev.str());
+      Tensor ex = Tensor::from_vector(idx, {T, 2}).to(dev), exl = Tensor::from_vector(lab, {T}).to(dev);
+      Tensor pd = Tensor::from_vector(pidx, {cap, 2}).to(dev), pdl = Tensor::from_vector(plab, {cap}).to(dev);
+      TermResult re = contrastive_terms_indexed(form, 0.7, e, ex, exl, red);
+      TermResult rp = contrastive_terms_indexed(form, 0.7, e, pd, pdl, red, cnt);
+      EXPECT_TRUE(test::all_close(re.stats, rp.stats, 1e-14, 1e-12));
+      Tensor g1 = Tensor::ones({1}, DType::F64, dev);
+      EXPECT_TRUE(test::all_close(triplet_loss_grad_indexed(re, g1, e, ex), triplet_loss_grad_indexed(rp, g1, e, pd),
+                                  1e-14, 1e-12));
+    }
+}
+
+TEST(LossKernels, PaddedPairListWithCountEqualsExactList) { expect_padded_pairs_equal_exact(Device::cpu()); }
+
+TEST(LossKernels, CudaPaddedPairListWithCountEqualsExactList) {
+  MN_SKIP_IF_NO_CUDA();
+  expect_padded_pairs_equal_exact(Device::cuda(0));
+}
+
 TEST(LossKernels, PaddedIndexListWithCountEqualsExactList) { expect_padded_equals_exact(Device::cpu()); }
 
 TEST(LossKernels, CudaPaddedIndexListWithCountEqualsExactList) {

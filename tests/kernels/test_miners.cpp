@@ -420,3 +420,50 @@ TEST(Miners, CudaFixedCapacityMatchesCpu) {
     EXPECT_NE(std::string(e.what()).find("fixed capacity"), std::string::npos) << e.what();
   }
 }
+
+// mine_pairs with a capacity: the exact pairs first, then (0, 0) rows with
+// is_pos 0, the count beside them; pair_capacity() always suffices; CUDA
+// mines the same without reading the device.
+static void pair_capacity_check(bool gpu) {
+  for (uint64_t seed : {1, 2}) {
+    Batch b = make_batch(30, 5, seed);
+    std::vector<int64_t> sizes(5, 0);
+    for (int64_t l : b.lab) ++sizes[static_cast<size_t>(l)];
+    const int64_t cap = pair_capacity(sizes);
+    for (PairNegatives neg : {PairNegatives::Random, PairNegatives::Hardest}) {
+      Generator g1(seed, 0), g2(seed, 0);
+      MinedPairs exact = mine_pairs(b.dist, b.labels, neg, &g1);
+      MinedPairs capped = mine_pairs(b.dist, b.labels, neg, &g2, cap);
+      const int64_t n = exact.pairs.size(0);
+      ASSERT_LE(n, cap);
+      EXPECT_EQ(exact.count.to_vector<int64_t>(), std::vector<int64_t>{n});
+      EXPECT_EQ(capped.count.to_vector<int64_t>(), std::vector<int64_t>{n});
+      ASSERT_EQ(capped.pairs.size(0), cap);
+      const auto pv = capped.pairs.to_vector<int64_t>(), iv = capped.is_pos.to_vector<int64_t>();
+      EXPECT_EQ(std::vector<int64_t>(pv.begin(), pv.begin() + 2 * n), exact.pairs.to_vector<int64_t>());
+      EXPECT_EQ(std::vector<int64_t>(iv.begin(), iv.begin() + n), exact.is_pos.to_vector<int64_t>());
+      EXPECT_TRUE(std::all_of(pv.begin() + 2 * n, pv.end(), [](int64_t v) { return v == 0; }));
+      EXPECT_TRUE(std::all_of(iv.begin() + n, iv.end(), [](int64_t v) { return v == 0; }));
+      if (gpu) {
+        Generator g3(seed, 0);
+        const TransferStats before = transfer_stats();
+        MinedPairs gpu = mine_pairs(b.dist.cuda(), b.labels.cuda(), neg, &g3, cap);
+        EXPECT_EQ(transfer_stats().d2h_copies, before.d2h_copies);
+        EXPECT_EQ(gpu.pairs.to_vector<int64_t>(), pv);
+        EXPECT_EQ(gpu.is_pos.to_vector<int64_t>(), iv);
+        EXPECT_EQ(gpu.count.to_vector<int64_t>(), std::vector<int64_t>{n});
+      }
+    }
+  }
+}
+
+TEST(Miners, PairMinerFixedCapacityHoldsTheSamePairs) {
+  pair_capacity_check(false);
+  Batch b = make_batch(12, 2, 3);
+  EXPECT_THROW(mine_pairs(b.dist, b.labels, PairNegatives::Hardest, nullptr, 3), Error);
+}
+
+TEST(Miners, CudaPairMinerFixedCapacityMatchesCpuWithoutReadingTheDevice) {
+  MN_SKIP_IF_NO_CUDA();
+  pair_capacity_check(true);
+}
