@@ -22,6 +22,11 @@
 //     "best_checkpoint" names its file, epoch and hash;
 //   * progress: one line with the phase, the step's stats, throughput and the
 //     ETA of the whole run (training steps, validations and the final test);
+//     the step's stats stay on its device (DeviceStats) and are read every
+//     --log-every steps (every step on the CPU, 50 on a GPU);
+//   * on a GPU, a split step (split_step()) runs as a CUDA graph: warm-up,
+//     audit, one capture, replays (--cuda-graph; runtime/graph.h); the verdict
+//     goes to summary.json ("cuda_graph"), also from the CPU's audit;
 //   * resumable stops: --time-limit (honoured to within a few seconds: the next
 //     step, the next validation and the checkpoint write are each estimated
 //     from their measured cost, the first validation from the training speed
