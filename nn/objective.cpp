@@ -8,10 +8,12 @@ namespace mn::nn {
 
 std::vector<std::pair<std::string, double>> ObjectiveOutput::named_stats() const {
   kernels::LossStatsHost h = kernels::read_stats(stats);
+  // A fixed-size miner's count is on the device: read it here, where the stats are read too.
+  const double n = valid.defined() ? valid.to_double_vector()[0] : static_cast<double>(tuples);
   return {{"loss", h.loss},
           {"active", h.active},
-          {"tuples", static_cast<double>(tuples)},
-          {"active_fraction", tuples > 0 ? h.active / static_cast<double>(tuples) : 0.0},
+          {"tuples", n},
+          {"active_fraction", n > 0 ? h.active / n : 0.0},
           {"mean_pos", h.mean_pos},
           {"mean_neg", h.mean_neg}};
 }
@@ -47,7 +49,10 @@ ObjectiveOutput Objective::operator()(const ag::Variable& emb, const Tensor& lab
   ObjectiveOutput out;
   const int64_t B = emb.size(0);
   out.tuples = miner_->output() == TupleKind::None ? B * (B - 1) : mined.count();
-  if (miner_->output() != TupleKind::None && out.tuples == 0) {
+  out.valid = mined.valid;
+  if (mined.valid.defined()) {
+    out.tuples = -1;  // on the device (valid): the padded loss handles none mined
+  } else if (miner_->output() != TupleKind::None && out.tuples == 0) {
     // Nothing mined: a zero loss in the graph (zero gradients), zero stats.
     out.loss = ag::mul(ag::sum(emb), 0.0);
     out.stats = Tensor::zeros({kernels::kStatsLen}, emb.dtype(), emb.device());

@@ -28,7 +28,9 @@ namespace mn::nn {
 struct ObjectiveOutput {
   ag::Variable loss;  // scalar
   Tensor stats;       // (5) on the loss device (nn/losses/losses.h)
-  int64_t tuples = 0; // mined triplets or pairs; B (B - 1) ordered pairs for whole-batch losses
+  int64_t tuples = 0; // mined triplets or pairs; B (B - 1) ordered pairs for whole-batch losses;
+                      // -1 with a fixed-size miner (the count is `valid`, on the device)
+  Tensor valid;       // MinerConfig::fixed_size: the mined count, one int64 on the device
   // {loss, active, tuples, active_fraction, mean_pos, mean_neg}; reads the stats
   // (one small transfer). mean_pos / mean_neg are distances, or similarities
   // for multi-similarity.

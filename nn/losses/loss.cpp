@@ -34,7 +34,7 @@ class TripletKindLoss : public Loss {
   }
   LossOutput compute(const ag::Variable& emb, const Tensor&, const Mined& m) override {
     check_mined(*this, m);
-    return triplet_loss(emb, m.triplets, o_);
+    return triplet_loss(emb, m.triplets, m.valid, o_);
   }
 
  private:
@@ -68,7 +68,7 @@ class ContrastivePairLoss : public Loss {
                        ? m.is_pos
                        : kernels::binary_scalar(kernels::BinaryOp::Sub, m.is_pos.to(DType::F64), 1.0, true)
                              .to(DType::I64);
-    return contrastive_loss(emb, m.pairs, label, o_);
+    return contrastive_loss(emb, m.pairs, label, m.valid, o_);
   }
 
  private:
@@ -96,6 +96,7 @@ class KochSiameseLoss : public Loss {
   kernels::Pairwise distance() const override { return kernels::Pairwise::Euclidean; }
   LossOutput compute(const ag::Variable& emb, const Tensor&, const Mined& m) override {
     check_mined(*this, m);
+    MN_CHECK(!m.valid.defined(), "loss 'koch-siamese' takes exact pair lists: its miner must not be fixed_size");
     ag::Variable h1 = ag::index_select(emb, 0, column(m.pairs, 0));
     ag::Variable h2 = ag::index_select(emb, 0, column(m.pairs, 1));
     return koch_siamese_loss(h1, h2, w_, b_, m.is_pos.to(emb.dtype()), red_);
@@ -121,6 +122,7 @@ class LmnnMetricLoss : public Loss {
   LossOutput compute(const ag::Variable& x, const Tensor&, const Mined& m) override {
     check_mined(*this, m);
     MN_CHECK(m.pairs.defined(), "loss 'lmnn' needs the pull pairs of a k-miner (k-bh, k-bsh, ...)");
+    MN_CHECK(!m.valid.defined(), "loss 'lmnn' takes exact lists: its miner must not be fixed_size");
     return lmnn_loss(x, L_, m.pairs, m.triplets, c_);
   }
 

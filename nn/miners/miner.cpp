@@ -1,6 +1,7 @@
 // Miner modules over kernels/miners.h and the built-in miner names (nn/miners/miner.h).
 #include "nn/miners/miner.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "kernels/elementwise.h"
@@ -24,10 +25,27 @@ int64_t Mined::count() const {
   return 0;
 }
 
+namespace {
+// MinerConfig::fixed_size: the most tuples any labelling of B embeddings gives.
+int64_t batch_capacity(const kernels::MinerParams& p, int64_t B) {
+  const int64_t pairs = p.unordered_positives ? B * (B - 1) / 2 : B * (B - 1);
+  switch (p.kind) {
+    case kernels::MinerKind::AllTriplets: return pairs * std::max<int64_t>(B - 2, 0);
+    case kernels::MinerKind::BatchHard: return B;
+    case kernels::MinerKind::KTriplets:
+      MN_THROW("miner: the k-miners have no fixed size (their pull pairs are sized on the host)");
+    default: return pairs;  // at most one negative per (a, p)
+  }
+}
+}  // namespace
+
 Mined TripletMiner::mine(const Tensor& dist, const Tensor& labels, Generator* gen) {
-  kernels::MinedTriplets m = kernels::mine_triplets(dist, labels, p_, gen);
+  kernels::MinerParams p = p_;
+  if (fixed_) p.capacity = std::max<int64_t>(batch_capacity(p, dist.size(0)), 1);
+  kernels::MinedTriplets m = kernels::mine_triplets(dist, labels, p, gen);
   Mined out;
   out.kind = TupleKind::Triplets;
+  if (fixed_) out.valid = m.count;
   out.triplets = m.triplets;
   out.pairs = m.pairs;
   out.workspace_bytes = m.workspace_bytes;
@@ -35,9 +53,11 @@ Mined TripletMiner::mine(const Tensor& dist, const Tensor& labels, Generator* ge
 }
 
 Mined PairMiner::mine(const Tensor& dist, const Tensor& labels, Generator* gen) {
-  kernels::MinedPairs m = kernels::mine_pairs(dist, labels, neg_, gen);
+  const int64_t B = dist.dim() == 2 ? dist.size(0) : 0;
+  kernels::MinedPairs m = kernels::mine_pairs(dist, labels, neg_, gen, fixed_ ? std::max<int64_t>(B * (B - 1), 1) : 0);
   Mined out;
   out.kind = TupleKind::Pairs;
+  if (fixed_) out.valid = m.count;
   out.pairs = m.pairs;
   out.is_pos = m.is_pos;
   out.workspace_bytes = m.workspace_bytes;
@@ -103,7 +123,7 @@ MinerFactory triplets(kernels::MinerKind kind, bool only_violating = false,
     p.dw_lambda = c.dw_lambda;
     p.dw_cutoff = c.dw_cutoff;
     p.dw_nonzero_cutoff = c.dw_nonzero_cutoff;
-    return std::make_shared<TripletMiner>(p);
+    return std::make_shared<TripletMiner>(p, c.fixed_size);
   };
 }
 
@@ -112,6 +132,7 @@ MinerFactory k_miner(kernels::KMiner km) {
     auto m = triplets(kernels::MinerKind::KTriplets)(c);
     kernels::MinerParams p = std::static_pointer_cast<TripletMiner>(m)->params();
     p.kminer = km;
+    MN_CHECK(!c.fixed_size, "miner: the k-miners have no fixed size (their pull pairs are sized on the host)");
     return std::make_shared<TripletMiner>(p);
   };
 }
@@ -143,9 +164,9 @@ void register_builtin_miners(Registry<MinerFactory>& r) {
         "normalised weight 1/q(max(d, 0.5)), 0 at d >= 1.4 (plain L2 on unit-normalised embeddings)",
         triplets(K::DistanceWeighted));
   r.add("pairs-random", "all positive pairs + as many random negative pairs",
-        [](const MinerConfig&) { return std::make_shared<PairMiner>(kernels::PairNegatives::Random); });
+        [](const MinerConfig& c) { return std::make_shared<PairMiner>(kernels::PairNegatives::Random, c.fixed_size); });
   r.add("pairs-hard-negative", "all positive pairs + as many hardest (nearest) negative pairs",
-        [](const MinerConfig&) { return std::make_shared<PairMiner>(kernels::PairNegatives::Hardest); });
+        [](const MinerConfig& c) { return std::make_shared<PairMiner>(kernels::PairNegatives::Hardest, c.fixed_size); });
   r.add("all-pairs", "every unordered pair i < j",
         [](const MinerConfig&) { return std::make_shared<AllPairsMiner>(); });
   r.add("multi-similarity", "MS miner on cosine similarity: hard pairs within epsilon (pml MultiSimilarityMiner)",

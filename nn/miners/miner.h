@@ -38,8 +38,11 @@ struct Mined {
   Tensor triplets;  // (T, 3) int64 (a, p, n)               [Triplets]
   Tensor pairs;     // (P, 2) int64: the pair list [Pairs]; the k-miners' pull pairs [Triplets]
   Tensor is_pos;    // (P) int64, 1 = same class            [Pairs]
+  // MinerConfig::fixed_size: one int64 on the device, the rows that are tuples
+  // (the rest padding the losses skip); undefined: every row is one.
+  Tensor valid;
   int64_t workspace_bytes = 0;
-  // Number of tuples (triplets or pairs); 0 for None.
+  // Number of rows (triplets or pairs; with `valid`, the capacity); 0 for None.
   int64_t count() const;
 };
 
@@ -50,6 +53,12 @@ struct MinerConfig {
   double dw_lambda = 1.4, dw_cutoff = 0.5;  // k-ns: weight cap; both: distance clamp (Wu et al.: 0.5)
   double dw_nonzero_cutoff = 1.4;           // distance-weighted: weight 0 at D >= this (pml default)
   double epsilon = 0.1; // multi-similarity miner margin (pml default)
+  // Triplet and pair miners: a fixed-size output sized from the batch size
+  // alone, its count left on the device (Mined::valid), so a GPU step makes no
+  // host read for it and can run as a CUDA graph (runtime/graph.h). The losses
+  // over per-term sums take it (triplet kinds except the global ones,
+  // contrastive); the k-miners and all-pairs do not have it.
+  bool fixed_size = false;
 };
 
 class Miner {
@@ -70,23 +79,25 @@ class Miner {
 
 class TripletMiner : public Miner {
  public:
-  explicit TripletMiner(const kernels::MinerParams& p) : p_(p) {}
+  explicit TripletMiner(const kernels::MinerParams& p, bool fixed_size = false) : p_(p), fixed_(fixed_size) {}
   Mined mine(const Tensor& dist, const Tensor& labels, Generator* gen = nullptr) override;
   TupleKind output() const override { return TupleKind::Triplets; }
   const kernels::MinerParams& params() const { return p_; }
 
  private:
   kernels::MinerParams p_;
+  bool fixed_;
 };
 
 class PairMiner : public Miner {
  public:
-  explicit PairMiner(kernels::PairNegatives neg) : neg_(neg) {}
+  explicit PairMiner(kernels::PairNegatives neg, bool fixed_size = false) : neg_(neg), fixed_(fixed_size) {}
   Mined mine(const Tensor& dist, const Tensor& labels, Generator* gen = nullptr) override;
   TupleKind output() const override { return TupleKind::Pairs; }
 
  private:
   kernels::PairNegatives neg_;
+  bool fixed_;
 };
 
 // Every unordered pair i < j. The (B(B-1)/2, 2) index list depends only on B; it

@@ -5,6 +5,7 @@
 #include "autograd/ops.h"
 #include "autograd/ops_matmul.h"
 #include "nn/objective.h"
+#include "runtime/graph.h"
 #include "tests/common/test_util.h"
 
 using namespace mn;
@@ -206,4 +207,51 @@ TEST(Objective, MismatchAndEmptyBatch) {
   out.loss.backward();
   for (double g : e.grad().to_double_vector()) EXPECT_EQ(g, 0.0);
   EXPECT_EQ(out.named_stats()[1].second, 0.0);
+}
+
+// MinerConfig::fixed_size: the same loss, gradient and stats as the exact lists
+// for every triplet miner with a per-term loss and for the pair miners with the
+// contrastive loss; the count stays on the device (named_stats reads it); the
+// step audits clean where the miner draws nothing at random; the k-miners and
+// the batch-mean losses refuse it.
+TEST(Objective, FixedSizeMinersGiveTheExactListsResults) {
+  Tensor x = test::randn({12, 5}, DType::F64, Device::cpu(), 21);
+  Tensor labels = pk_labels(4, 3);
+  MinerConfig fixed;
+  fixed.fixed_size = true;
+  fixed.margin = 0.4;
+  MinerConfig exact;
+  exact.margin = 0.4;
+  struct Case {
+    const char *loss, *miner;
+    bool deterministic;
+  };
+  for (const Case& c : {Case{"schroff", "batch-hard", true}, Case{"margin-l2", "semi-hard", true},
+                        Case{"schroff", "violating-triplets", true}, Case{"soft-margin", "random-violating", false},
+                        Case{"contrastive-sampling", "pairs-random", false},
+                        Case{"contrastive-hadsell", "pairs-hard-negative", true}}) {
+    SCOPED_TRACE(std::string(c.loss) + " + " + c.miner);
+    Objective a = Objective::from_names(c.loss, c.miner, {}, exact), b = Objective::from_names(c.loss, c.miner, {}, fixed);
+    Variable ea(x, true), eb(x, true);
+    Generator ga(3), gb(3);
+    ObjectiveOutput oa = a(ea, labels, &ga);
+    ObjectiveOutput ob;
+    {
+      StepAudit audit;
+      ob = b(eb, labels, &gb);
+      if (c.deterministic) {
+        EXPECT_EQ(audit.reason(), "");
+      }
+    }
+    oa.loss.backward();
+    ob.loss.backward();
+    EXPECT_EQ(ob.tuples, -1);
+    EXPECT_TRUE(test::all_close(oa.stats, ob.stats, 1e-14, 1e-12));
+    EXPECT_TRUE(test::all_close(ea.grad(), eb.grad(), 1e-14, 1e-12));
+    const auto sa = oa.named_stats(), sb = ob.named_stats();
+    EXPECT_EQ(sa[2].second, sb[2].second);  // tuples: the exact count, read from the device
+    EXPECT_NEAR(sa[3].second, sb[3].second, 1e-15);
+  }
+  EXPECT_THROW(Objective::from_names("global", "batch-hard", {}, fixed)(Variable(x, true), labels), Error);
+  EXPECT_THROW(Objective::from_names("lmnn", "k-bh", {}, fixed), Error);
 }
