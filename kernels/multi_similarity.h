@@ -116,11 +116,14 @@ struct MultiSimilarityResult {
 // sim (B, B) float/double, labels (B) int32/int64 on the same device.
 MultiSimilarityResult multi_similarity_terms(const MultiSimilarityParams& p, const Tensor& sim,
                                              const Tensor& labels, Reduction r);
-// The miner alone: sim (B, B), labels (B); pairs (P, 2) int64 and is_pos (P) int64.
+// The miner alone: sim (B, B), labels (B); pairs (P, 2) int64 and is_pos (P) int64;
+// count (1) int64 on the device: P. fixed_size: pairs (B (B - 1), 2) and is_pos
+// zero-padded after the first P rows, nothing read back (runtime/graph.h).
 struct MultiSimilarityPairs {
-  Tensor pairs, is_pos;
+  Tensor pairs, is_pos, count;
 };
-MultiSimilarityPairs multi_similarity_mine(const Tensor& sim, const Tensor& labels, double epsilon);
+MultiSimilarityPairs multi_similarity_mine(const Tensor& sim, const Tensor& labels, double epsilon,
+                                           bool fixed_size = false);
 // dL/dS (B, B) of the reduced loss for the upstream gradient grad_out (one element).
 Tensor multi_similarity_grad(const MultiSimilarityResult& res, const Tensor& grad_out);
 

@@ -8,6 +8,7 @@
 #include "kernels/multi_similarity.h"
 #include "kernels/miners.h"  // exclusive_scan_cuda
 #include "runtime/dispatch.h"
+#include "runtime/graph.h"
 #include "runtime/parallel.h"
 
 namespace mn::kernels {
@@ -239,7 +240,8 @@ Tensor multi_similarity_grad(const MultiSimilarityResult& res, const Tensor& gra
   return out;
 }
 
-MultiSimilarityPairs multi_similarity_mine(const Tensor& sim, const Tensor& labels, double epsilon) {
+MultiSimilarityPairs multi_similarity_mine(const Tensor& sim, const Tensor& labels, double epsilon,
+                                           bool fixed_size) {
   const char* op = "multi_similarity_mine";
   const int64_t B = check_inputs(op, sim, labels);
   MN_CHECK(epsilon >= 0, op, ": epsilon must be >= 0, got ", epsilon);
@@ -265,10 +267,18 @@ MultiSimilarityPairs multi_similarity_mine(const Tensor& sim, const Tensor& labe
       o[0] = 0;
       for (int64_t i = 0; i < B; ++i) o[i + 1] = o[i] + c[i];
     }
-    // The output size: one scalar to the host, as every compacting miner needs.
-    const int64_t P = static_cast<int64_t>(offsets.narrow(0, B, 1).item());
-    out.pairs = Tensor::empty({P, 2}, DType::I64, dev);
-    out.is_pos = Tensor::empty({P}, DType::I64, dev);
+    out.count = offsets.narrow(0, B, 1);
+    int64_t P = B * (B - 1);  // fixed_size: every ordered pair fits
+    if (fixed_size) {
+      out.pairs = Tensor::zeros({P, 2}, DType::I64, dev);
+      out.is_pos = Tensor::zeros({P}, DType::I64, dev);
+    } else {
+      // The output size: one scalar to the host, as every compacting miner needs.
+      graph_unsafe("the multi-similarity miner without a fixed size (its output size is read from the device)");
+      P = dev.is_cuda() ? static_cast<int64_t>(out.count.item()) : offsets.data<int64_t>()[B];
+      out.pairs = Tensor::empty({P, 2}, DType::I64, dev);
+      out.is_pos = Tensor::empty({P}, DType::I64, dev);
+    }
     if (P == 0) return;
     if (dev.is_cuda()) {
 #ifdef MN_WITH_CUDA

@@ -100,9 +100,10 @@ Mined AllPairsMiner::mine(const Tensor& dist, const Tensor& labels, Generator*) 
 Mined MultiSimilarityMiner::mine(const Tensor& dist, const Tensor& labels, Generator*) {
   // S = 1 - cosine distance.
   Tensor sim = kernels::binary_scalar(kernels::BinaryOp::Sub, dist, 1.0, true);
-  kernels::MultiSimilarityPairs p = kernels::multi_similarity_mine(sim, labels, eps_);
+  kernels::MultiSimilarityPairs p = kernels::multi_similarity_mine(sim, labels, eps_, fixed_);
   Mined out;
   out.kind = TupleKind::Pairs;
+  if (fixed_) out.valid = p.count;
   out.pairs = p.pairs;
   out.is_pos = p.is_pos;
   return out;
@@ -170,7 +171,7 @@ void register_builtin_miners(Registry<MinerFactory>& r) {
   r.add("all-pairs", "every unordered pair i < j",
         [](const MinerConfig&) { return std::make_shared<AllPairsMiner>(); });
   r.add("multi-similarity", "MS miner on cosine similarity: hard pairs within epsilon (pml MultiSimilarityMiner)",
-        [](const MinerConfig& c) { return std::make_shared<MultiSimilarityMiner>(c.epsilon); });
+        [](const MinerConfig& c) { return std::make_shared<MultiSimilarityMiner>(c.epsilon, c.fixed_size); });
   r.add("none", "no miner: the loss uses the whole batch (multi-similarity)",
         [](const MinerConfig&) { return std::make_shared<NoMiner>(); });
 }

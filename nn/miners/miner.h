@@ -57,7 +57,8 @@ struct MinerConfig {
   // alone, its count left on the device (Mined::valid), so a GPU step makes no
   // host read for it and can run as a CUDA graph (runtime/graph.h). The losses
   // over per-term sums take it (triplet kinds except the global ones,
-  // contrastive); the k-miners and all-pairs do not have it.
+  // contrastive); the pair and multi-similarity miners have it too; the
+  // k-miners do not (all-pairs needs none: its list depends on B only).
   bool fixed_size = false;
 };
 
@@ -118,13 +119,14 @@ class AllPairsMiner : public Miner {
 // negative, as ordered pairs (anchor, j) in row-major order.
 class MultiSimilarityMiner : public Miner {
  public:
-  explicit MultiSimilarityMiner(double epsilon = 0.1) : eps_(epsilon) {}
+  explicit MultiSimilarityMiner(double epsilon = 0.1, bool fixed_size = false) : eps_(epsilon), fixed_(fixed_size) {}
   Mined mine(const Tensor& dist, const Tensor& labels, Generator* gen = nullptr) override;
   TupleKind output() const override { return TupleKind::Pairs; }
   std::optional<kernels::Pairwise> distance() const override { return kernels::Pairwise::Cosine; }
 
  private:
   double eps_;
+  bool fixed_;
 };
 
 // Returns nothing; for losses that use the whole batch (TupleKind::None).

@@ -229,7 +229,8 @@ TEST(Objective, FixedSizeMinersGiveTheExactListsResults) {
   for (const Case& c : {Case{"schroff", "batch-hard", true}, Case{"margin-l2", "semi-hard", true},
                         Case{"schroff", "violating-triplets", true}, Case{"soft-margin", "random-violating", false},
                         Case{"contrastive-sampling", "pairs-random", false},
-                        Case{"contrastive-hadsell", "pairs-hard-negative", true}}) {
+                        Case{"contrastive-hadsell", "pairs-hard-negative", true},
+                        Case{"contrastive-sampling", "multi-similarity", true}}) {
     SCOPED_TRACE(std::string(c.loss) + " + " + c.miner);
     Objective a = Objective::from_names(c.loss, c.miner, {}, exact), b = Objective::from_names(c.loss, c.miner, {}, fixed);
     Variable ea(x, true), eb(x, true);
