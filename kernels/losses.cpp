@@ -285,7 +285,8 @@ Tensor triplet_loss_grad_indexed(const TermResult& res, const Tensor& grad_out, 
 }
 
 LmnnResult lmnn_terms(const Tensor& x, const Tensor& l, const Tensor& pairs,
-                      const Tensor& triplets, double c) {
+                      const Tensor& triplets, double c, const Tensor& pair_count,
+                      const Tensor& triplet_count) {
   const char* op = "lmnn_loss";
   check_emb(op, x, "x");
   check_emb(op, l, "L");
@@ -302,8 +303,8 @@ LmnnResult lmnn_terms(const Tensor& x, const Tensor& l, const Tensor& pairs,
   push.kind = TripletKind::Schroff;
   push.margin = 1.0;
   push.weight = c;
-  r.pull = triplet_loss_terms_indexed(pull, r.z, pairs, Reduction::Sum);  // pass 2
-  r.push = triplet_loss_terms_indexed(push, r.z, triplets, Reduction::Sum);
+  r.pull = triplet_loss_terms_indexed(pull, r.z, pairs, Reduction::Sum, pair_count);  // pass 2
+  r.push = triplet_loss_terms_indexed(push, r.z, triplets, Reduction::Sum, triplet_count);
   r.stats = Tensor::empty({kStatsLen}, x.dtype(), x.device());
   MN_DISPATCH_FLOAT(x.dtype(), op, [&] {
     MN_DEVICE_CALL(op, x.device(), lmnn_stats_combine, r.pull.stats.data<scalar_t>(),

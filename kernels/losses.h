@@ -340,8 +340,10 @@ struct LmnnResult {
   TermResult pull, push;
   Tensor stats;  // combined (5), stats[0] is the objective
 };
+// pair_count / triplet_count: a k-miner's fixed-size lists (TermRows::count).
 LmnnResult lmnn_terms(const Tensor& x, const Tensor& l, const Tensor& pairs,
-                      const Tensor& triplets, double c);
+                      const Tensor& triplets, double c, const Tensor& pair_count = Tensor(),
+                      const Tensor& triplet_count = Tensor());
 // {gX, gL}
 std::vector<Tensor> lmnn_grad(const LmnnResult& res, const Tensor& grad_out, const Tensor& x,
                               const Tensor& l, const Tensor& pairs, const Tensor& triplets,

@@ -35,8 +35,6 @@ MinedTriplets mine_triplets(const Tensor& dist, const Tensor& labels, const Mine
   check_inputs(op, dist, labels);
   MN_CHECK(mp.kind != MinerKind::KTriplets || mp.k >= 1, op, ": k must be >= 1, got ", mp.k);
   MN_CHECK(mp.capacity >= 0, op, ": capacity must be >= 0, got ", mp.capacity);
-  MN_CHECK(mp.capacity == 0 || mp.kind != MinerKind::KTriplets, op,
-           ": a fixed capacity is not available for the k-miners (their pull pairs are sized on the host)");
   const int64_t cap = mp.capacity;
   if (cap == 0) graph_unsafe("mine_triplets without a fixed capacity (its output size is read from the device)");
   const int64_t B = dist.size(0);
@@ -100,8 +98,10 @@ MinedTriplets mine_triplets(const Tensor& dist, const Tensor& labels, const Mine
         if (mp.kind == MinerKind::KTriplets) {
           Tensor off2 = Tensor::empty({B + 1}, DType::I64, dev);
           exclusive_scan_cuda(B, npos.data<int64_t>(), off2.data<int64_t>());
-          const int64_t np = static_cast<int64_t>(off2.narrow(0, B, 1).item());
-          res.pairs = Tensor::empty({np, 2}, DType::I64, dev);
+          res.pair_count = off2.narrow(0, B, 1);
+          // At most k pull pairs per anchor: a capacity of B k needs no read.
+          const int64_t np = cap > 0 ? B * k : static_cast<int64_t>(res.pair_count.item());
+          res.pairs = cap > 0 ? Tensor::zeros({np, 2}, DType::I64, dev) : Tensor::empty({np, 2}, DType::I64, dev);
           if (np > 0)
             k_pull_pairs_cuda(B, static_cast<int>(k), possel.data<int64_t>(), off2.data<int64_t>(),
                               res.pairs.data<int64_t>());
@@ -131,7 +131,11 @@ MinedTriplets mine_triplets(const Tensor& dist, const Tensor& labels, const Mine
             pv.push_back(a);
             pv.push_back(ps[a * k + r]);
           }
-        res.pairs = Tensor::from_vector(pv, {static_cast<int64_t>(pv.size() / 2), 2});
+        const int64_t npairs = static_cast<int64_t>(pv.size() / 2);
+        res.pairs = Tensor::zeros({cap > 0 ? B * k : npairs, 2}, DType::I64, dev);
+        std::copy(pv.begin(), pv.end(), res.pairs.data<int64_t>());
+        res.pair_count = Tensor::empty({1}, DType::I64, dev);
+        res.pair_count.data<int64_t>()[0] = npairs;
       }
     }
   });
@@ -165,8 +169,11 @@ int64_t triplet_capacity(const MinerParams& p, const std::vector<int64_t>& class
       case MinerKind::RandomViolating:
       case MinerKind::RandomSemiHard:
       case MinerKind::DistanceWeighted: total += pairs; break;  // at most one per (a, p)
-      case MinerKind::KTriplets:
-        MN_THROW(op, ": the k-miners have no fixed capacity (MinerParams::capacity)");
+      case MinerKind::KTriplets: {  // k positives x k negatives per anchor at most
+        const int64_t kk = std::max(p.k, 1);
+        total += s * std::min<int64_t>(kk, s - 1) * std::min<int64_t>(kk, B - s);
+        break;
+      }
     }
   }
   return total;

@@ -96,14 +96,16 @@ struct MinerParams {
   // rest (0, 0, 0), and nothing waits for the device to learn the count. Give
   // triplet_capacity() of the batch's class sizes. Mining more than capacity is
   // an error (the CPU throws; CUDA reports it at the next synchronisation, as a
-  // bad index, and keeps the first rows that fit). Not for KTriplets.
+  // bad index, and keeps the first rows that fit). KTriplets: their pull pairs
+  // are then (B k, 2), zero-padded, with MinedTriplets::pair_count.
   int64_t capacity = 0;
 };
 
 struct MinedTriplets {
   Tensor triplets;  // (T, 3) int64 (a, p, n); (capacity, 3) with MinerParams::capacity
   Tensor count;     // (1) int64 on the miner's device: the rows mined (T without a capacity)
-  Tensor pairs;     // KTriplets: (P, 2) int64 pull pairs (a, p); otherwise undefined
+  Tensor pairs;     // KTriplets: (P, 2) int64 pull pairs (a, p) ((B k, 2) with a capacity); otherwise undefined
+  Tensor pair_count;  // KTriplets: (1) int64 on the device: P
   int64_t workspace_bytes = 0;  // temporaries, excluding the outputs
 };
 struct MinedPairs {

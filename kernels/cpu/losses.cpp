@@ -53,9 +53,13 @@ void triplet_loss_forward_cpu(const TripletLossParams& P, int64_t N, int64_t D,
         o.dp[t] = o.wp[t] = o.loss[t] = T(0);
         if (o.dn) o.dn[t] = T(0);
         if (o.wn) o.wn[t] = T(0);
-        o.active[t] = 0;
+        o.active[t] = o.is_pos[t] = 0;
         continue;
       }
+      // A pull pair is a same-class pair: the reduction's positive-distance mean
+      // is the pull terms' (is_pos was left unwritten before, and that mean read
+      // whatever the buffer held).
+      o.is_pos[t] = 1;
       const T* a = r.Ea + row_of(r.ia, t) * D;
       T dp, kp, dn = T(0), kn = T(0);
       loss_math::dist_from_sq(P.dist, row_sq_l2(a, r.Ep + row_of(r.ip, t) * D, D), &dp, &kp);

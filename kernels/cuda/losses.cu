@@ -76,6 +76,7 @@ __global__ void triplet_fwd_kernel(TripletLossParams P, int64_t N, int64_t D, Te
         o.dp[t] = o.wp[t] = T(0);
         if (o.dn) o.dn[t] = T(0);
         if (o.wn) o.wn[t] = T(0);
+        o.is_pos[t] = 0;
         if (!global) {
           o.loss[t] = T(0);
           o.active[t] = 0;
@@ -83,6 +84,7 @@ __global__ void triplet_fwd_kernel(TripletLossParams P, int64_t N, int64_t D, Te
       }
       continue;
     }
+    if (lane == 0) o.is_pos[t] = 1;  // a pull pair is a same-class pair (as the CPU kernel)
     const T* a = r.Ea + row_of(r.ia, t) * D;
     T sp = warp_sq_l2(a, r.Ep + row_of(r.ip, t) * D, D, lane);
     T sn = pair ? T(0) : warp_sq_l2(a, r.En + row_of(r.in, t) * D, D, lane);

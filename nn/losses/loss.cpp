@@ -122,8 +122,7 @@ class LmnnMetricLoss : public Loss {
   LossOutput compute(const ag::Variable& x, const Tensor&, const Mined& m) override {
     check_mined(*this, m);
     MN_CHECK(m.pairs.defined(), "loss 'lmnn' needs the pull pairs of a k-miner (k-bh, k-bsh, ...)");
-    MN_CHECK(!m.valid.defined(), "loss 'lmnn' takes exact lists: its miner must not be fixed_size");
-    return lmnn_loss(x, L_, m.pairs, m.triplets, c_);
+    return lmnn_loss(x, L_, m.pairs, m.triplets, c_, m.pairs_valid, m.valid);
   }
 
  private:

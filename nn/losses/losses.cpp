@@ -128,7 +128,12 @@ LossOutput koch_siamese_loss(const ag::Variable& h1, const ag::Variable& h2,
 
 LossOutput lmnn_loss(const ag::Variable& x, const ag::Variable& L, const Tensor& pairs,
                      const Tensor& triplets, double c) {
-  kernels::LmnnResult r = kernels::lmnn_terms(x.data(), L.data(), pairs, triplets, c);
+  return lmnn_loss(x, L, pairs, triplets, c, Tensor(), Tensor());
+}
+
+LossOutput lmnn_loss(const ag::Variable& x, const ag::Variable& L, const Tensor& pairs,
+                     const Tensor& triplets, double c, const Tensor& pair_count, const Tensor& triplet_count) {
+  kernels::LmnnResult r = kernels::lmnn_terms(x.data(), L.data(), pairs, triplets, c, pair_count, triplet_count);
   LossOutput out;
   out.stats = r.stats;
   Tensor xv = x.data(), lv = L.data();

@@ -83,5 +83,9 @@ LossOutput koch_siamese_loss(const ag::Variable& h1, const ag::Variable& h2,
 // x (B, Din), L (Din, K).
 LossOutput lmnn_loss(const ag::Variable& x, const ag::Variable& L, const Tensor& pairs,
                      const Tensor& triplets, double c = 1.0);
+// The same over a k-miner's fixed-size lists: only the first pair_count pairs
+// and triplet_count triplets count (each one int64 on the device).
+LossOutput lmnn_loss(const ag::Variable& x, const ag::Variable& L, const Tensor& pairs,
+                     const Tensor& triplets, double c, const Tensor& pair_count, const Tensor& triplet_count);
 
 }  // namespace mn::nn

@@ -32,8 +32,10 @@ int64_t batch_capacity(const kernels::MinerParams& p, int64_t B) {
   switch (p.kind) {
     case kernels::MinerKind::AllTriplets: return pairs * std::max<int64_t>(B - 2, 0);
     case kernels::MinerKind::BatchHard: return B;
-    case kernels::MinerKind::KTriplets:
-      MN_THROW("miner: the k-miners have no fixed size (their pull pairs are sized on the host)");
+    case kernels::MinerKind::KTriplets: {  // k positives x k negatives per anchor
+      const int64_t k = std::min<int64_t>(std::max(p.k, 1), std::max<int64_t>(B - 1, 0));
+      return B * k * k;
+    }
     default: return pairs;  // at most one negative per (a, p)
   }
 }
@@ -45,7 +47,10 @@ Mined TripletMiner::mine(const Tensor& dist, const Tensor& labels, Generator* ge
   kernels::MinedTriplets m = kernels::mine_triplets(dist, labels, p, gen);
   Mined out;
   out.kind = TupleKind::Triplets;
-  if (fixed_) out.valid = m.count;
+  if (fixed_) {
+    out.valid = m.count;
+    out.pairs_valid = m.pair_count;
+  }
   out.triplets = m.triplets;
   out.pairs = m.pairs;
   out.workspace_bytes = m.workspace_bytes;
@@ -133,8 +138,7 @@ MinerFactory k_miner(kernels::KMiner km) {
     auto m = triplets(kernels::MinerKind::KTriplets)(c);
     kernels::MinerParams p = std::static_pointer_cast<TripletMiner>(m)->params();
     p.kminer = km;
-    MN_CHECK(!c.fixed_size, "miner: the k-miners have no fixed size (their pull pairs are sized on the host)");
-    return std::make_shared<TripletMiner>(p);
+    return std::make_shared<TripletMiner>(p, c.fixed_size);
   };
 }
 

@@ -41,6 +41,7 @@ struct Mined {
   // MinerConfig::fixed_size: one int64 on the device, the rows that are tuples
   // (the rest padding the losses skip); undefined: every row is one.
   Tensor valid;
+  Tensor pairs_valid;  // the same for the k-miners' pull pairs
   int64_t workspace_bytes = 0;
   // Number of rows (triplets or pairs; with `valid`, the capacity); 0 for None.
   int64_t count() const;
@@ -57,8 +58,8 @@ struct MinerConfig {
   // alone, its count left on the device (Mined::valid), so a GPU step makes no
   // host read for it and can run as a CUDA graph (runtime/graph.h). The losses
   // over per-term sums take it (triplet kinds except the global ones,
-  // contrastive); the pair and multi-similarity miners have it too; the
-  // k-miners do not (all-pairs needs none: its list depends on B only).
+  // contrastive, lmnn); the pair, multi-similarity and k-miners have it too
+  // (all-pairs needs none: its list depends on B only).
   bool fixed_size = false;
 };
 

@@ -224,6 +224,32 @@ static void expect_padded_equals_exact(Device dev) {
   EXPECT_THROW(triplet_loss_terms_indexed(params_for(TripletKind::Global), e, pad, Reduction::Sum, cnt), Error);
 }
 
+// Pull terms (LMNN's): the stats' positive-distance mean is the mean pull
+// distance and the negative one 0. The kernels once left is_pos unwritten for
+// pull terms, so the split read whatever the buffer held: over a million terms
+// the buffer comes fresh from the system, zero, and the mean read 0.
+TEST(LossKernels, PullStatsAreTheMeanPullDistance) {
+  const int64_t B = 7, D = 3, T = (int64_t(1) << 20) + 5;
+  Tensor e = test::randn({B, D}, DType::F64, Device::cpu(), 31);
+  const auto ev = e.to_vector<double>();
+  std::vector<int64_t> idx(static_cast<size_t>(2 * T));
+  double sum = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t a = t % B, p = (t * 3 + 1) % B;
+    idx[static_cast<size_t>(2 * t)] = a;
+    idx[static_cast<size_t>(2 * t + 1)] = p;
+    double d2 = 0;
+    for (int64_t k = 0; k < D; ++k) d2 += (ev[a * D + k] - ev[p * D + k]) * (ev[a * D + k] - ev[p * D + k]);
+    sum += d2;  // Pull: squared L2
+  }
+  TripletLossParams P;
+  P.kind = TripletKind::Pull;
+  TermResult r = triplet_loss_terms_indexed(P, e, Tensor::from_vector(idx, {T, 2}), Reduction::Sum);
+  const auto st = r.stats.to_vector<double>();
+  EXPECT_NEAR(st[2], sum / static_cast<double>(T), 1e-9 * sum / static_cast<double>(T));
+  EXPECT_EQ(st[3], 0.0);
+}
+
 // The same for the contrastive loss over a pair miner's padded output.
 static void expect_padded_pairs_equal_exact(Device dev) {
   const int64_t B = 10, D = 4, T = 13, cap = 30;

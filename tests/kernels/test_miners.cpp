@@ -386,8 +386,36 @@ TEST(Miners, FixedCapacityHoldsTheSameTripletsAndTheirCount) {
     EXPECT_NE(std::string(e.what()).find("more than the fixed capacity 5"), std::string::npos) << e.what();
   }
   p.kind = MinerKind::KTriplets;
-  EXPECT_THROW(mine_triplets(b.dist, b.labels, p), Error);
-  EXPECT_THROW(triplet_capacity(p, {3, 3}), Error);
+  EXPECT_THROW(mine_triplets(b.dist, b.labels, p), Error);  // 5 < the k-miner's triplets too
+}
+
+// The k-miners with a capacity: the same triplets and pull pairs first, the
+// pairs padded to B k, both counts beside them.
+TEST(Miners, KMinersFixedCapacityHoldTheSameTuples) {
+  Batch b = make_batch(24, 4, 6);
+  std::vector<int64_t> sizes(4, 0);
+  for (int64_t l : b.lab) ++sizes[static_cast<size_t>(l)];
+  for (int km = 0; km <= 6; ++km) {
+    SCOPED_TRACE("k-miner " + std::to_string(km));
+    MinerParams p;
+    p.kind = MinerKind::KTriplets;
+    p.kminer = static_cast<KMiner>(km);
+    p.k = 3;
+    p.dw_dim = 8;
+    Generator g1(2, 0), g2(2, 0);
+    MinedTriplets exact = mine_triplets(b.dist, b.labels, p, &g1);
+    p.capacity = triplet_capacity(p, sizes);
+    MinedTriplets capped = mine_triplets(b.dist, b.labels, p, &g2);
+    const int64_t T = exact.triplets.size(0), P = exact.pairs.size(0);
+    ASSERT_GE(p.capacity, T);
+    EXPECT_EQ(capped.count.to_vector<int64_t>(), std::vector<int64_t>{T});
+    EXPECT_EQ(capped.pair_count.to_vector<int64_t>(), std::vector<int64_t>{P});
+    ASSERT_EQ(capped.pairs.size(0), 24 * 3);
+    const auto t = capped.triplets.to_vector<int64_t>(), pr = capped.pairs.to_vector<int64_t>();
+    EXPECT_EQ(std::vector<int64_t>(t.begin(), t.begin() + 3 * T), exact.triplets.to_vector<int64_t>());
+    EXPECT_EQ(std::vector<int64_t>(pr.begin(), pr.begin() + 2 * P), exact.pairs.to_vector<int64_t>());
+    EXPECT_TRUE(std::all_of(pr.begin() + 2 * P, pr.end(), [](int64_t v) { return v == 0; }));
+  }
 }
 
 TEST(Miners, CudaFixedCapacityMatchesCpu) {
@@ -396,10 +424,11 @@ TEST(Miners, CudaFixedCapacityMatchesCpu) {
   std::vector<int64_t> sizes(6, 0);
   for (int64_t l : b.lab) ++sizes[static_cast<size_t>(l)];
   Tensor dg = b.dist.cuda(), lg = b.labels.cuda();
-  for (int kind = 0; kind <= 4; ++kind) {
+  for (int kind = 0; kind <= 5; ++kind) {
     MinerParams p;
     p.kind = static_cast<MinerKind>(kind);
     p.only_violating = true;
+    p.dw_dim = 8;
     p.capacity = triplet_capacity(p, sizes);
     Generator g1(5, 0), g2(5, 0);
     const TransferStats before = transfer_stats();
@@ -408,6 +437,10 @@ TEST(Miners, CudaFixedCapacityMatchesCpu) {
     MinedTriplets c = mine_triplets(b.dist, b.labels, p, &g1);
     EXPECT_EQ(c.triplets.to_vector<int64_t>(), g.triplets.to_vector<int64_t>()) << "kind " << kind;
     EXPECT_EQ(c.count.to_vector<int64_t>(), g.count.to_vector<int64_t>()) << "kind " << kind;
+    if (kind == 5) {
+      EXPECT_EQ(c.pairs.to_vector<int64_t>(), g.pairs.to_vector<int64_t>());
+      EXPECT_EQ(c.pair_count.to_vector<int64_t>(), g.pair_count.to_vector<int64_t>());
+    }
   }
   // An overflow on the device is reported at the next synchronisation.
   MinerParams p;

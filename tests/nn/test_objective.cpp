@@ -190,6 +190,18 @@ TEST(Objective, LmnnMinesInTransformedSpace) {
   EXPECT_EQ(out.tuples, mined.triplets.size(0));
   EXPECT_NEAR(out.loss.data().item(), want.loss.data().item(), 1e-12);
   EXPECT_TRUE(L.has_grad());
+  // The k-miner at a fixed size (padded lists, counts on the device): the same loss and gradients.
+  mc.fixed_size = true;
+  Variable Lf(L.data().clone(), true);
+  lc.lmnn_metric = Lf;
+  Objective fixed = Objective::from_names("lmnn", "k-bh", lc, mc);
+  Variable ef(x, true);
+  auto fo = fixed(ef, labels);
+  fo.loss.backward();
+  EXPECT_EQ(fo.tuples, -1);
+  EXPECT_TRUE(test::all_close(out.stats, fo.stats, 1e-14, 1e-12));
+  EXPECT_TRUE(test::all_close(e.grad(), ef.grad(), 1e-14, 1e-12));
+  EXPECT_TRUE(test::all_close(L.grad(), Lf.grad(), 1e-14, 1e-12));
 }
 
 TEST(Objective, MismatchAndEmptyBatch) {
@@ -254,5 +266,4 @@ TEST(Objective, FixedSizeMinersGiveTheExactListsResults) {
     EXPECT_NEAR(sa[3].second, sb[3].second, 1e-15);
   }
   EXPECT_THROW(Objective::from_names("global", "batch-hard", {}, fixed)(Variable(x, true), labels), Error);
-  EXPECT_THROW(Objective::from_names("lmnn", "k-bh", {}, fixed), Error);
 }
