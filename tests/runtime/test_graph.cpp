@@ -43,7 +43,9 @@ TEST(StepAudit, RecordsTheFirstUnsafeOperationAndLetsItRun) {
   graph_unsafe("ignored in eager mode");  // no throw, nothing recorded
 }
 
-TEST(CudaGraph, RefusesTheCpu) { EXPECT_THROW(cuda::Graph(Device::cpu()), Error); }
+TEST(CudaGraph, RefusesTheCpu) {
+  EXPECT_THROW({ cuda::Graph g{Device::cpu()}; }, Error);
+}
 
 TEST(CudaGraph, ReplaysCopiesWithNewInputs) {
   MN_SKIP_IF_NO_CUDA();
