@@ -46,8 +46,8 @@ CudaGemmVariant cuda_gemm_variant();
 // oracles are never affected. Default: off, unless the environment variable
 // MN_ALLOW_TF32=1 is set (read once, at the first call of either function).
 // Two switches, as PyTorch's: allow_tf32() for matrix products (the dense
-// layers; torch.backends.cuda.matmul.allow_tf32) and allow_tf32_conv() for the
-// convolutions (torch.backends.cudnn.allow_tf32). set_allow_tf32 sets both;
+// layers; PyTorch's matmul switch, off by default) and allow_tf32_conv() for the
+// convolutions (PyTorch's convolution switch, on by default). set_allow_tf32 sets both;
 // set_allow_tf32_conv only the second. The library starts with both off; the
 // study binaries' --tf32 defaults to PyTorch's defaults (convolutions on TF32,
 // dense layers FP32).
