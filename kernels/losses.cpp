@@ -71,6 +71,14 @@ void check_emb(const char* op, const Tensor& t, const char* name) {
   check_dim(op, t, 2, name);
 }
 
+// A padded index list's term count (TermRows::count): one int64 beside the embeddings.
+void check_count(const char* op, const Tensor& count, const Tensor& emb) {
+  MN_CHECK(count.dtype() == DType::I64 && count.numel() == 1, op, ": the term count must be one int64, got ",
+           dtype_name(count.dtype()), " ", shape_str(count.shape()));
+  MN_CHECK(count.device() == emb.device(), op, ": the term count is on ", count.device().str(),
+           ", the embeddings on ", emb.device().str());
+}
+
 // Shared body of the dense and indexed triplet forwards.
 TermResult triplet_run(const TripletLossParams& P, const Tensor& a, const Tensor& p,
                        const Tensor& n, const Tensor& ia, const Tensor& ip, const Tensor& in,
@@ -78,10 +86,7 @@ TermResult triplet_run(const TripletLossParams& P, const Tensor& a, const Tensor
   const char* op = "triplet_loss";
   const bool pair = !n.defined();
   if (count.defined()) {
-    MN_CHECK(count.dtype() == DType::I64 && count.numel() == 1, op, ": the term count must be one int64, got ",
-             dtype_name(count.dtype()), " ", shape_str(count.shape()));
-    MN_CHECK(count.device() == a.device(), op, ": the term count is on ", count.device().str(),
-             ", the embeddings on ", a.device().str());
+    check_count(op, count, a);
     MN_CHECK(!triplet_kind_is_global(P.kind), op, ": the ", triplet_kind_name(P.kind),
              " loss takes batch means over every term; give it an exact index list, not a padded one with a count");
   }
@@ -157,12 +162,7 @@ TermResult contrastive_run(ContrastiveForm form, double margin, const Tensor& x1
   const char* op = "contrastive_loss";
   MN_CHECK(label.numel() == N, op, ": label must have ", N, " elements, got ",
            shape_str(label.shape()));
-  if (count.defined()) {
-    MN_CHECK(count.dtype() == DType::I64 && count.numel() == 1, op, ": the term count must be one int64, got ",
-             dtype_name(count.dtype()), " ", shape_str(count.shape()));
-    MN_CHECK(count.device() == x1.device(), op, ": the term count is on ", count.device().str(),
-             ", the embeddings on ", x1.device().str());
-  }
+  if (count.defined()) check_count(op, count, x1);
   MN_CHECK(label.device() == x1.device(), op, ": label on another device");
   Tensor lab = idx64(label.reshape({N}), op);
   TermResult r = alloc_terms(N, x1.dtype(), x1.device(), true);

@@ -20,23 +20,29 @@
 
 namespace mn::exp {
 
-DeviceStats loss_device_stats(const Tensor& stats, double n, std::vector<std::string> names) {
-  MN_CHECK(stats.numel() >= 4 && names.size() == 4, "loss_device_stats: ", stats.numel(), " stats for ",
-           names.size(), " names");
+namespace {
+// The stats' first four entries as a fresh float64 tensor on their device.
+Tensor stats_head_f64(const Tensor& stats, size_t names) {
+  MN_CHECK(stats.numel() >= 4 && names == 4, "loss_device_stats: ", stats.numel(), " stats for ", names, " names");
   Tensor head = stats.contiguous().view({stats.numel()}).narrow(0, 0, 4);
-  Tensor v = head.dtype() == DType::F64 ? head.clone() : head.to(DType::F64);
+  return head.dtype() == DType::F64 ? head.clone() : head.to(DType::F64);
+}
+}  // namespace
+
+DeviceStats loss_device_stats(const Tensor& stats, double n, std::vector<std::string> names) {
+  Tensor v = stats_head_f64(stats, names.size());
   Tensor active = v.narrow(0, 1, 1);
   active.copy_(kernels::mul_scalar(active, n > 0 ? 1.0 / n : 0.0));  // on the device
   return {std::move(names), v};
 }
 
 DeviceStats loss_device_stats(const Tensor& stats, const Tensor& n, std::vector<std::string> names) {
-  DeviceStats d = loss_device_stats(stats, 1.0, std::move(names));
-  Tensor active = d.values.narrow(0, 1, 1);
+  Tensor v = stats_head_f64(stats, names.size());
+  Tensor active = v.narrow(0, 1, 1);
   // active / max(n, 1): the active count is 0 whenever n is.
   Tensor denom = kernels::clamp(n.contiguous().view({1}).to(DType::F64), 1.0, 1e300);
   active.copy_(kernels::div(active, denom));
-  return d;
+  return {std::move(names), v};
 }
 
 // ------------------------------------------------------------------ flags --

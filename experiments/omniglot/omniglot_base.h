@@ -58,6 +58,12 @@ class OmniglotStudy : public Study {
   void save_state(nn::Metadata& md) const override;
   void load_state(const nn::Metadata& md, const std::string& file) override;
 
+  // What the split steps of both binaries bake into a CUDA graph: the
+  // optimizer's hyper-parameters and the input tensors' addresses.
+  std::string graph_key() const override {
+    return opt_->graph_key() + "|inputs " + std::to_string(inputs_.generation());
+  }
+
  protected:
   // ---- what a network kind adds ----
   virtual void declare_kind_flags(Flags& f) = 0;

@@ -79,7 +79,6 @@ class SiameseStudy : public OmniglotStudy {
   // on them (a CUDA graph on a GPU, where the step allows). Its stats stay on
   // the device (the harness reads them every --log-every steps).
   bool split_step() const override { return true; }
-  std::string graph_key() const override { return opt_->graph_key() + "|inputs " + std::to_string(inputs_.generation()); }
 
   void prepare_step() override {
     PairBatch pb = data_->pair_batch(f_->i64("batch"));

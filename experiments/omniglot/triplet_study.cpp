@@ -167,7 +167,6 @@ class TripletStudy : public OmniglotStudy {
   // copied into the same input tensors every step, then the device work runs
   // on them (a CUDA graph on a GPU, where the step allows).
   bool split_step() const override { return true; }
-  std::string graph_key() const override { return opt_->graph_key() + "|inputs " + std::to_string(inputs_.generation()); }
 
   void prepare_step() override {
     const int64_t B = f_->i64("batch");
