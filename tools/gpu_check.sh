@@ -61,6 +61,7 @@ gtest_gpu='*Cuda*:*CUDA*:*Gpu*:*GPU*:Elementwise.DeviceMismatchThrows-TensorErro
 read -ra tests <<< "${TEST_BINS:-runtime kernels autograd nn data experiments}"
 
 # A. The GPU tests, one process per binary, side by side.
+run_tests() {
 say "== A. GPU tests ($(left) s left)"
 for t in "${tests[@]}"; do
   timeout "${TEST_TIMEOUT:-150}" stdbuf -oL "$G/mn_tests_$t" --gtest_filter="${TEST_FILTER:-$gtest_gpu}" > "$logs/test-$t.log" 2>&1 &
@@ -72,10 +73,13 @@ for t in "${tests[@]}"; do
   say "test $t: exit $rc; ${sum:-no summary (crashed or timed out: 124)}"
   grep -E '^\[  (FAILED|SKIPPED) +\] [A-Za-z].*\)$' "$logs/test-$t.log" | head -n 40 | sed "s|^|  $t |" | tee -a "$LOG"
 done
+}
 
 # B. Benchmarks on the quiet GPU.
 json=/tmp/mn_bench_json
 rm -rf "$json" && mkdir -p "$json"
+smoke=/tmp/mn_smoke
+rm -rf "$smoke" && mkdir -p "$smoke"
 bench() {  # name filter timeout [suffix [env assignments...]]
   (( $(left) > 60 )) || { say "bench_$1: skipped, $(left) s left"; return; }
   local name=$1 filter=$2 t=$3 suffix=${4:-}
@@ -85,6 +89,7 @@ bench() {  # name filter timeout [suffix [env assignments...]]
     > "$logs/bench-$name$suffix.log" 2>&1
   say "bench_$name$suffix: exit $? ($(grep -c '^BM_' "$logs/bench-$name$suffix.log") lines) $*"
 }
+run_benches() {
 say "== B. benchmarks ($(left) s left)"
 # BEFORE_ENV (e.g. "MN_CUDA_SPLIT_K=0 MN_CONV_BWD_FLIP=0 MN_CONV_WIDE_TILE=0") also runs
 # each benchmark with those settings, as <bench>-before.json: a same-machine before/after.
@@ -96,8 +101,8 @@ for b in ${BENCHES:-gemm conv train_step}; do
     conv) f=${CONV_FILTER:-'[Gg][Pp][Uu]'} ;;
     *) f='[Gg][Pp][Uu]' ;;
   esac
-  [[ -n ${BEFORE_ENV:-} ]] && bench "$b" "$f" 70 -before $BEFORE_ENV
-  bench "$b" "$f" 70
+  [[ -n ${BEFORE_ENV:-} ]] && bench "$b" "$f" "${BENCH_TIMEOUT:-70}" -before $BEFORE_ENV
+  bench "$b" "$f" "${BENCH_TIMEOUT:-70}"
 done
 # Where the bench binary measures whole steps only, a kernel-by-kernel profile of the
 # training step (PROFILE=1): Nsight Systems if this machine has it, else nothing.
@@ -127,8 +132,6 @@ for tf in ${TORCH_MODES:-fp32 tf32}; do
 done
 # The sampling study on the GPU (MNIST staged): epoch times and metrics of one epoch
 # of each SAMPLING_STRATEGIES, to set beside the CPU grid's and the study's GPU times.
-smoke=/tmp/mn_smoke
-rm -rf "$smoke" && mkdir -p "$smoke"
 if [[ -n ${MN_DATA_DIR:-} && -d ${MN_DATA_DIR:-}/mnist && -x $G/sampling ]]; then
   for st in ${SAMPLING_STRATEGIES:-random-offline-pair all-positive-online-triplet}; do
     (( $(left) > 150 )) || { say "sampling $st: skipped, $(left) s left"; continue; }
@@ -138,8 +141,10 @@ if [[ -n ${MN_DATA_DIR:-} && -d ${MN_DATA_DIR:-}/mnist && -x $G/sampling ]]; the
   done
 fi
 pack
+}
 
 # C + D side by side: the end-to-end runs and the sanitizers.
+start_cd() {
 say "== C. end-to-end runs and D. sanitizers ($(left) s left)"
 if [[ -n ${MN_DATA_DIR:-} && -x $G/omniglot_triplet && ${OMNIGLOT_RUNS:-1} != 0 ]]; then
   (
@@ -159,6 +164,8 @@ fi
 san_pids=()
 san() {  # tool binary [shard count [gtest filter]]: one process per shard (gtest's sharding)
   local l=$(( $(left) - 25 )) shards=${3:-1} i
+  # SAN_EARLY: the sanitizers run beside the tests, for SAN_SECONDS, before the benchmarks.
+  [[ ${SAN_EARLY:-0} == 1 ]] && l=${SAN_SECONDS:-$(( budget / 2 ))}
   (( l > 30 )) || { say "$1 $2: skipped, no time left"; return; }
   for (( i = 0; i < shards; ++i )); do
     local tag="$1-$2${san_suffix:-}"
@@ -189,6 +196,8 @@ if command -v compute-sanitizer >/dev/null; then
     san racecheck nn
   fi
 fi
+}
+collect_cd() {
 for p in "${san_pids[@]}"; do
   wait "${p%%:*}"; rc=$?
   f="$logs/${p#*:}.log"
@@ -204,5 +213,13 @@ if [[ -n ${smoke_pid:-} ]]; then
   done
   grep -oE '[0-9]+/[0-9]+ train_loss [0-9.e-]+' "$smoke/parity.log" | tee -a "$LOG"
   grep -oE '[0-9]+ images/s' "$smoke/speed.log" | tail -n 1 | sed 's/^/speed run, last progress: /' | tee -a "$LOG"
+fi
+}
+# SAN_EARLY=1: C and D beside A (the sanitizers get SAN_SECONDS), then B on a quiet GPU:
+# a first session on new code learns of failures and findings even if time runs out.
+if [[ ${SAN_EARLY:-0} == 1 ]]; then
+  start_cd; run_tests; collect_cd; run_benches
+else
+  run_tests; run_benches; start_cd; collect_cd
 fi
 say "== done after $(( $(date +%s) - t0 )) s"

@@ -42,10 +42,13 @@ if [[ "$what" == bench || "$what" == all ]]; then
   # bench_gemm links OpenBLAS (36 MB, with libgfortran and libquadmath), which the
   # GPU machine lacks: packed with xz (about 5 MB); gpu_run.sh unpacks it to /tmp.
   mkdir -p .gpu/lib/pack
+  # Where OpenBLAS is not installed here, bench_gemm was built without its CPU reference.
   for l in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do
-    cp -L "/usr/lib/x86_64-linux-gnu/$l" .gpu/lib/pack/
+    f="/usr/lib/x86_64-linux-gnu/$l"
+    if [[ -e "$f" ]]; then cp -L "$f" .gpu/lib/pack/; else echo "gpu_stage: $l not installed here: not staged"; fi
   done
-  tar -C .gpu/lib/pack -cJf .gpu/lib/libs.tar.xz . && rm -rf .gpu/lib/pack
+  if [[ -n "$(ls .gpu/lib/pack)" ]]; then tar -C .gpu/lib/pack -cJf .gpu/lib/libs.tar.xz .; fi
+  rm -rf .gpu/lib/pack
 fi
 if [[ "${2:-}" == "--with-data" ]]; then
   root=""
