@@ -2,6 +2,7 @@
 #include "runtime/graph.h"
 
 #include <mutex>
+#include <vector>
 
 #include "runtime/allocator.h"
 #include "runtime/error.h"
@@ -16,6 +17,8 @@ thread_local StepMode tl_mode = StepMode::Eager;
 thread_local std::string tl_reason;
 std::mutex g_graph_mu;
 cuda::GraphStats g_graph_stats;
+// The replay hooks of the graph this thread is capturing (cuda::on_replay).
+thread_local std::vector<std::function<void()>>* tl_hooks = nullptr;
 }  // namespace
 
 StepMode step_mode() { return tl_mode; }
@@ -38,6 +41,10 @@ const std::string& StepAudit::reason() const { return tl_reason; }
 
 namespace cuda {
 
+void on_replay(std::function<void()> hook) {
+  if (tl_mode == StepMode::Capture && tl_hooks) tl_hooks->push_back(std::move(hook));
+}
+
 GraphStats graph_stats() {
   std::lock_guard<std::mutex> lk(g_graph_mu);
   return g_graph_stats;
@@ -50,6 +57,7 @@ struct Graph::Impl {
   cudaEvent_t before = nullptr, after = nullptr;
   cudaGraphExec_t exec = nullptr;
   int pool = 0;
+  std::vector<std::function<void()>> hooks;  // on_replay(), run after each launch
 };
 
 Graph::Graph(Device device) : impl_(std::make_unique<Impl>()) {
@@ -78,6 +86,7 @@ void Graph::reset() {
     CUDA_CHECK_NOTHROW(cudaGraphExecDestroy(impl_->exec));
     impl_->exec = nullptr;
   }
+  impl_->hooks.clear();
   if (impl_->pool) {
     release_pool(impl_->pool);
     impl_->pool = 0;
@@ -95,12 +104,15 @@ std::string Graph::capture(const std::function<void()>& fn) {
   set_thread_pool(impl_->pool);
   set_capture_stream(impl_->stream);
   tl_mode = StepMode::Capture;
+  auto* const saved_hooks = tl_hooks;
+  tl_hooks = &impl_->hooks;
   std::string why;
   try {
     fn();
   } catch (const std::exception& e) {
     why = e.what();
   }
+  tl_hooks = saved_hooks;
   tl_mode = saved_mode;
   set_capture_stream(nullptr);
   set_thread_pool(saved_pool);
@@ -136,6 +148,7 @@ void Graph::replay() {
   CUDA_CHECK(cudaGraphLaunch(impl_->exec, impl_->stream));
   CUDA_CHECK(cudaEventRecord(impl_->after, impl_->stream));
   CUDA_CHECK(cudaStreamWaitEvent(stream(), impl_->after, 0));
+  for (const auto& hook : impl_->hooks) hook();
   std::lock_guard<std::mutex> lk(g_graph_mu);
   g_graph_stats.replays++;
 }

@@ -51,6 +51,13 @@ class StepAudit {
 
 namespace cuda {
 
+// While this thread captures a graph (step_mode() == Capture): registers host
+// bookkeeping that belongs to the captured device work (an optimizer's step
+// count), run by the graph at every replay, right after it is queued; the
+// capture itself queues nothing, so such bookkeeping must not count it.
+// Elsewhere it does nothing.
+void on_replay(std::function<void()> hook);
+
 // The number of CUDA graphs captured and replayed by this process (tests, logs).
 struct GraphStats {
   uint64_t captures = 0, replays = 0;

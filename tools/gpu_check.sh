@@ -63,15 +63,28 @@ read -ra tests <<< "${TEST_BINS:-runtime kernels autograd nn data experiments}"
 # A. The GPU tests, one process per binary, side by side.
 run_tests() {
 say "== A. GPU tests ($(left) s left)"
+# TEST_SHARDS ("kernels:3 nn:2"): a binary split across that many processes (gtest sharding).
+local t n i
+declare -gA shards_of=()
+for t in ${TEST_SHARDS:-}; do shards_of[${t%%:*}]=${t#*:}; done
 for t in "${tests[@]}"; do
-  timeout "${TEST_TIMEOUT:-150}" stdbuf -oL "$G/mn_tests_$t" --gtest_filter="${TEST_FILTER:-$gtest_gpu}" > "$logs/test-$t.log" 2>&1 &
-  echo $! > "$logs/test-$t.pid"
+  n=${shards_of[$t]:-1}
+  for (( i = 0; i < n; ++i )); do
+    GTEST_TOTAL_SHARDS=$n GTEST_SHARD_INDEX=$i timeout "${TEST_TIMEOUT:-150}" stdbuf -oL "$G/mn_tests_$t" \
+      --gtest_filter="${TEST_FILTER:-$gtest_gpu}" > "$logs/test-$t-$i.log" 2>&1 &
+    echo $! > "$logs/test-$t-$i.pid"
+  done
 done
 for t in "${tests[@]}"; do
-  wait "$(cat "$logs/test-$t.pid")"; rc=$?
-  sum=$(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$logs/test-$t.log" | tr '\n' ' ')
-  say "test $t: exit $rc; ${sum:-no summary (crashed or timed out: 124)}"
-  grep -E '^\[  (FAILED|SKIPPED) +\] [A-Za-z].*\)$' "$logs/test-$t.log" | head -n 40 | sed "s|^|  $t |" | tee -a "$LOG"
+  n=${shards_of[$t]:-1}
+  for (( i = 0; i < n; ++i )); do
+    wait "$(cat "$logs/test-$t-$i.pid")"; rc=$?
+    f="$logs/test-$t-$i.log"
+    sum=$(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$f" | tr '\n' ' ')
+    say "test $t shard $i/$n: exit $rc; ${sum:-no summary (crashed or timed out: 124)}"
+    (( rc == 124 )) && say "  last test started: $(grep -E '^\[ RUN' "$f" | tail -n 1)"
+    grep -E '^\[  (FAILED|SKIPPED) +\] [A-Za-z].*\)$' "$f" | head -n 40 | sed "s|^|  $t |" | tee -a "$LOG"
+  done
 done
 }
 
@@ -118,8 +131,30 @@ if [[ ${PROFILE:-0} == 1 ]] && (( $(left) > 90 )); then
         > "$json/${date}-${gpu}-train_step-kernels-$v.csv" 2>> "$logs/nsys-$v.log"
       say "nsys $v: exit $?; top kernels: $(sed -n '2,6p' "$json/${date}-${gpu}-train_step-kernels-$v.csv" | cut -d, -f1,2,9 | tr '\n' ';' | cut -c1-600)"
     done
+  elif command -v ncu >/dev/null; then
+    # Nsight Compute instead: each kernel's time (serialised, clocks left alone) over
+    # the first PROFILE_KERNELS kernels of the training-step benchmark (set-up and
+    # warm-up steps included), summed by kernel name.
+    timeout "${PROFILE_TIMEOUT:-150}" ncu --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
+      -c "${PROFILE_KERNELS:-600}" "$G/bench_train_step" --benchmark_filter='BM_TrainStepGpu/' \
+      --benchmark_min_time=0.01 > "$logs/ncu-train_step.csv" 2> "$logs/ncu.log"
+    say "ncu: exit $? ($(grep -c gpu__time_duration "$logs/ncu-train_step.csv") kernel records)"
+    python3 - "$logs/ncu-train_step.csv" > "$json/${date}-${gpu}-train_step-kernels.csv" <<'PY'
+import csv, sys, collections
+rows = [r for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith('"'))
+        if r.get("Metric Name") == "gpu__time_duration.sum"]
+tot, cnt = collections.Counter(), collections.Counter()
+for r in rows:
+    k = r["Kernel Name"].split("(")[0]
+    tot[k] += float(r["Metric Value"].replace(",", "")); cnt[k] += 1
+print("kernel,calls,total_ns,share")
+s = sum(tot.values()) or 1
+for k, v in tot.most_common():
+    print(f'"{k}",{cnt[k]},{v:.0f},{v / s:.4f}')
+PY
+    say "ncu top kernels: $(sed -n '2,9p' "$json/${date}-${gpu}-train_step-kernels.csv" | cut -c1-120 | tr '\n' ';')"
   else
-    say "profile: no nsys on this machine"
+    say "profile: neither nsys nor ncu on this machine"
   fi
 fi
 for tf in ${TORCH_MODES:-fp32 tf32}; do

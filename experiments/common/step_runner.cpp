@@ -49,8 +49,8 @@ DeviceStats StepRunner::step() {
     if (!why.empty()) {
       // Nothing of the capture ran on the device, so the step runs again
       // eagerly. Its host side ran twice: harmless for what the audit lets
-      // through (no random draws; Adam counts its steps on the device; the
-      // optimizer's host step count, unused on a GPU, moves by one more).
+      // through (no random draws; the optimizer counts a captured step only at
+      // its replays, cuda::on_replay).
       return off("capture failed: " + why, st_.compute_step());
     }
     key_ = key;

@@ -143,6 +143,12 @@ void Optimizer::step() {
     st.plan.set(descs);
     ++st.step;
     launch(g, st, dtype, device);
+    if (step_mode() == StepMode::Capture) {
+      // A captured update runs at each replay, not now: the host count follows the
+      // replays (it is saved in checkpoints; Adam also counts on the device).
+      --st.step;
+      cuda::on_replay([this, gi] { ++states_[gi].step; });
+    }
   }
 }
 

@@ -13,6 +13,8 @@
 // which at least one of its parameters has a gradient; parameters without a
 // gradient are skipped. (PyTorch counts per parameter; the two agree whenever
 // every parameter of a group gets a gradient, which is the case in training.)
+// A step() captured in a CUDA graph is counted at each replay (cuda::on_replay),
+// not at the capture.
 //
 // Optimizer state names (state_dict(), also the checkpoint names, see
 // nn/checkpoint.h), with G = the group's name or "group<i>" when unnamed and

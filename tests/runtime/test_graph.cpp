@@ -79,5 +79,33 @@ TEST(CudaGraph, AnUnsafeOperationFailsTheCaptureNamingIt) {
   EXPECT_EQ(in.to_vector<float>()[9], 2.0f);
 }
 
+TEST(CudaGraph, ReplayHooksRunAtEachReplayNotAtTheCapture) {
+  MN_SKIP_IF_NO_CUDA();
+  const Device dev = Device::cuda(0);
+  Tensor in = Tensor::zeros({10}, DType::F32, dev);
+  int counted = 0;
+  cuda::on_replay([&] { ++counted; });  // outside a capture: ignored
+  cuda::Graph g(dev);
+  ASSERT_EQ(g.capture([&] {
+    in.fill_(7.0);
+    cuda::on_replay([&] { ++counted; });
+  }), "");
+  EXPECT_EQ(counted, 0);
+  for (int k = 1; k <= 3; ++k) {
+    in.zero_();
+    g.replay();
+    EXPECT_EQ(counted, k);
+    EXPECT_EQ(in.to_vector<float>()[0], 7.0f);
+  }
+  // A failed capture keeps none of its hooks.
+  const std::string why = g.capture([&] {
+    cuda::on_replay([&] { counted += 100; });
+    (void)in.to_vector<float>();
+  });
+  EXPECT_NE(why, "");
+  EXPECT_FALSE(g.ready());
+  EXPECT_EQ(counted, 3);
+}
+
 }  // namespace
 }  // namespace mn
