@@ -14,7 +14,9 @@
 #      (SMOKE_ARGS), and a throughput run at the study's 50 triplets (SPEED_ARGS); both
 #      beside D;
 #   D. compute-sanitizer memcheck (each test binary), racecheck, initcheck and synccheck
-#      (the kernel tests) on the GPU tests, side by side, until the budget ends.
+#      (the kernel tests) on the GPU tests, side by side, until the budget ends
+#      (SAN_SERIAL=1: one job after another, each with the whole machine, at most
+#      SAN_JOB_SECONDS each: much faster than side by side, see san()).
 # Knobs (environment): BUDGET; TEST_BINS (test binaries for A, default all; ' ' none),
 # TEST_FILTER (gtest filter for A, default every GPU test), TEST_TIMEOUT; BENCHES,
 # GEMM_FILTER, CONV_FILTER, BENCH_MIN_TIME, BEFORE_ENV (also run each benchmark with these
@@ -205,6 +207,20 @@ san() {  # tool binary [shard count [gtest filter]]: one process per shard (gtes
   for (( i = 0; i < shards; ++i )); do
     local tag="$1-$2${san_suffix:-}"
     (( shards > 1 )) && tag="$1-$2-shard$i"
+    if [[ ${SAN_SERIAL:-0} == 1 ]]; then
+      # One job at a time, each with every core: on 2026-11-27 (H200) memcheck of
+      # mn_tests_autograd took 2 s alone and did not finish in 335 s beside 32 other
+      # sanitizer and test processes (the GPU time-slices between their contexts).
+      l=$(( $(left) - ${SAN_RESERVE:-25} ))
+      (( l > 10 )) || { say "$1 $2 shard $i: skipped, no time left"; continue; }
+      (( l > ${SAN_JOB_SECONDS:-$l} )) && l=${SAN_JOB_SECONDS}
+      GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i MN_CUDA_NO_CACHE=1 timeout "$l" \
+        compute-sanitizer --tool "$1" --error-exitcode 9 --print-limit 40 \
+        stdbuf -oL "$G/mn_tests_$2" --gtest_filter="${4:-$gtest_gpu}" > "$logs/$tag.log" 2>&1
+      echo $? > "$logs/$tag.rc"
+      san_pids+=("done:$tag")
+      continue
+    fi
     GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i MN_CUDA_NO_CACHE=1 timeout "$l" \
       compute-sanitizer --tool "$1" --error-exitcode 9 --print-limit 40 \
       stdbuf -oL "$G/mn_tests_$2" --gtest_filter="${4:-$gtest_gpu}" > "$logs/$tag.log" 2>&1 &
@@ -234,7 +250,7 @@ fi
 }
 collect_cd() {
 for p in "${san_pids[@]}"; do
-  wait "${p%%:*}"; rc=$?
+  if [[ ${p%%:*} == done ]]; then rc=$(cat "$logs/${p#*:}.rc"); else wait "${p%%:*}"; rc=$?; fi
   f="$logs/${p#*:}.log"
   say "${p#*:}: exit $rc (0 clean, 9 errors found, 124 out of time); $(grep -E 'SUMMARY|^\[  (PASSED|FAILED) +\] [0-9]' "$f" | tr '\n' ' ')"
   (( rc == 124 )) && say "  last test started: $(grep -E '^\[ RUN' "$f" | tail -n 1)"
