@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <set>
@@ -84,7 +85,31 @@ size_t cpu_block_size(size_t nbytes) {
 }
 }  // namespace
 
+namespace {
+std::atomic<bool>& poison_flag() {
+  static std::atomic<bool> on{[] {
+    const char* v = std::getenv("MN_POISON");
+    return v && *v && std::string(v) != "0";
+  }()};
+  return on;
+}
+}  // namespace
+
+bool poison_enabled() { return poison_flag().load(std::memory_order_relaxed); }
+void set_poison(bool on) { poison_flag().store(on, std::memory_order_relaxed); }
+
+namespace {
+void* cpu_alloc_unpoisoned(size_t nbytes);
+}  // namespace
+
 void* cpu_alloc(size_t nbytes) {
+  void* p = cpu_alloc_unpoisoned(nbytes);
+  if (poison_enabled()) std::memset(p, 0xFF, nbytes);  // every float and double a NaN
+  return p;
+}
+
+namespace {
+void* cpu_alloc_unpoisoned(size_t nbytes) {
   const size_t size = cpu_block_size(nbytes);
   if (size >= kCpuCacheMin) {
     CpuCache& c = cpu_cache();
@@ -115,6 +140,7 @@ void* cpu_alloc(size_t nbytes) {
   }
   return p;
 }
+}  // namespace
 
 void cpu_free(void* p, size_t nbytes) noexcept {
   if (!p) return;
@@ -319,6 +345,9 @@ void* device_alloc(size_t nbytes, int device) {
     }
   }
   if (!p) p = A.raw_malloc(size, device);
+  // Queued on the library's stream (captured into a CUDA graph while capturing, so
+  // each replay poisons the block where the step allocates it).
+  if (poison_enabled()) CUDA_CHECK(cudaMemsetAsync(p, 0xFF, nbytes, cuda::stream()));
   A.live[p] = {size, pool};
   A.stats.bytes_in_use += size;
   if (A.stats.bytes_in_use > A.stats.peak_bytes_in_use) A.stats.peak_bytes_in_use = A.stats.bytes_in_use;

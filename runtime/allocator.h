@@ -36,6 +36,15 @@ namespace mn {
 void* cpu_alloc(size_t nbytes);
 void cpu_free(void* p, size_t nbytes) noexcept;
 
+// MN_POISON=1 in the environment (a debugging aid): every CPU and CUDA allocation
+// is filled with 0xFF bytes (NaN in every float and double, -1 in integers)
+// before it is handed out, so a kernel that reads memory it never wrote (an
+// uninitialised buffer, a tensor made with empty() and only partly filled) gives
+// NaN or garbage where it used to get yesterday's values. The whole test suite
+// passes with it on (CI's sanitizer stage runs it so).
+bool poison_enabled();
+void set_poison(bool on);  // the same from code (tests)
+
 struct CpuAllocatorStats {
   size_t bytes_cached = 0;       // held in the cache, ready for reuse
   uint64_t requests = 0;         // allocations of cacheable size (>= 1 MiB)

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <stdexcept>
 #include <thread>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 
@@ -23,6 +24,45 @@ TEST(CpuAlloc, AlignedTo64) {
     EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
     cpu_free(p, n);
   }
+}
+
+// MN_POISON (set_poison): every block, fresh or from the cache, is handed out
+// full of 0xFF bytes, so a read of memory nobody wrote gives NaN.
+struct PoisonScope {
+  bool saved = poison_enabled();
+  explicit PoisonScope(bool on) { set_poison(on); }
+  ~PoisonScope() { set_poison(saved); }
+};
+
+TEST(CpuAlloc, PoisonFillsFreshAndReusedBlocks) {
+  PoisonScope poison(true);
+  for (size_t n : {size_t(7), size_t(4096), (size_t(2) << 20) + 5}) {
+    for (int round = 0; round < 2; ++round) {  // the second big block comes from the cache
+      auto* p = static_cast<unsigned char*>(cpu_alloc(n));
+      EXPECT_EQ(p[0], 0xFF);
+      EXPECT_EQ(p[n / 2], 0xFF);
+      EXPECT_EQ(p[n - 1], 0xFF);
+      std::memset(p, 0, n);  // what the next owner must not see
+      cpu_free(p, n);
+    }
+  }
+  Tensor f = Tensor::empty({1000}, DType::F32);
+  for (float v : f.to_vector<float>()) ASSERT_TRUE(std::isnan(v));
+  Tensor i = Tensor::empty({10}, DType::I64);
+  for (int64_t v : i.to_vector<int64_t>()) ASSERT_EQ(v, -1);
+  // Zero-filled constructors are unaffected.
+  for (double v : Tensor::zeros({100}, DType::F64).to_vector<double>()) ASSERT_EQ(v, 0.0);
+}
+
+TEST(CudaAllocator, PoisonFillsDeviceBlocks) {
+  MN_SKIP_IF_NO_CUDA();
+  PoisonScope poison(true);
+  for (int round = 0; round < 2; ++round) {  // fresh, then (when caching) reused
+    Tensor t = Tensor::empty({3000}, DType::F32, Device::cuda());
+    for (float v : t.to_vector<float>()) ASSERT_TRUE(std::isnan(v));
+    t.zero_();
+  }
+  for (float v : Tensor::zeros({300}, DType::F32, Device::cuda()).to_vector<float>()) ASSERT_EQ(v, 0.0f);
 }
 
 // Large CPU blocks are reused: a loop of the same sizes allocates fresh memory
