@@ -18,6 +18,7 @@
 #include "experiments/sampling/study.h"
 #include "kernels/miners.h"
 #include "nn/checkpoint.h"
+#include "runtime/allocator.h"
 #include "tests/experiments/omniglot_fixture.h"
 
 using namespace mn;
@@ -361,6 +362,39 @@ TEST(SamplingStudy, MidEpochResumeIsExact) {
   for (size_t i = 0; i < la.size(); ++i) EXPECT_EQ(without_fields(la[i], timing), without_fields(lb[i], timing));
   EXPECT_EQ(summary_number(a.str(), "knn1_acc_test9"), summary_number(b.str(), "knn1_acc_test9"));
   EXPECT_EQ(summary_number(a.str(), "study_acc_test10"), summary_number(b.str(), "study_acc_test10"));
+}
+
+// Every allocation handed out full of NaN bytes (MN_POISON, runtime/allocator.h)
+// must change nothing, for every strategy: no kernel, miner, loss or metric of a
+// run may read memory it did not write (the bug class of an unwritten stats
+// buffer, which reads whatever the recycled block held).
+TEST(SamplingStudy, PoisonedAllocationsChangeNothing) {
+  const std::vector<std::string> timing{"train_seconds", "val_seconds", "images_per_second"};
+  for (const char* strategy : {"random-offline-pair", "hard-negative-online-pair", "all-positive-online-pair",
+                               "random-offline-triplet", "all-positive-online-triplet",
+                               "random-negative-online-triplet", "semi-hard-negative-online-triplet"}) {
+    SCOPED_TRACE(strategy);
+    TempDir a("sampling_clean"), b("sampling_poisoned");
+    auto args_a = small(a.str(), strategy), args_b = small(b.str(), strategy);
+    for (auto* args : {&args_a, &args_b}) *(std::find(args->begin(), args->end(), "--epochs") + 1) = "1";
+    const bool saved = poison_enabled();
+    set_poison(false);
+    const int rc_a = run_sampling(args_a);
+    set_poison(true);
+    const int rc_b = run_sampling(args_b);
+    set_poison(saved);
+    ASSERT_EQ(rc_a, 0);
+    ASSERT_EQ(rc_b, 0);
+    auto fa = nn::read_safetensors(a / "last.safetensors"), fb = nn::read_safetensors(b / "last.safetensors");
+    ASSERT_EQ(fa.tensors.size(), fb.tensors.size());
+    for (const auto& [name, t] : fa.tensors)
+      EXPECT_EQ(t.to_double_vector(), fb.tensors.at(name).to_double_vector()) << name;
+    auto la = read_lines(a / "metrics.jsonl"), lb = read_lines(b / "metrics.jsonl");
+    ASSERT_EQ(la.size(), lb.size());
+    for (size_t i = 0; i < la.size(); ++i) EXPECT_EQ(without_fields(la[i], timing), without_fields(lb[i], timing));
+    for (const char* k : {"study_acc_test10", "couple_acc_test10", "knn1_acc_test9", "recall1_test10", "unseen_auroc"})
+      EXPECT_EQ(summary_number(a.str(), k), summary_number(b.str(), k)) << k;
+  }
 }
 
 TEST(SamplingStudy, BadFlagsNameTheFlag) {
