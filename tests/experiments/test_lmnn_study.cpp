@@ -4,6 +4,8 @@
 // results.md, results.json with one cell and a run per seed, and metrics.jsonl.
 #include <gtest/gtest.h>
 
+#include "runtime/allocator.h"
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -63,6 +65,35 @@ TEST(LmnnStudy, SmallIrisRunWritesTheResults) {
   EXPECT_NE(md.find("| k-BH | 100.00 |"), std::string::npos) << "paper column beside ours";
   EXPECT_NE(md.find("k-NS"), std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(out + "/ghost_faces.png")) << "no ORL cell: no figure";
+}
+
+// Poisoned allocations (MN_POISON, runtime/allocator.h) change no result: the
+// miners, the solver and the k-NN read only memory they wrote.
+TEST(LmnnStudy, PoisonedAllocationsChangeNothing) {
+  const std::string data = std::string(MN_SOURCE_DIR) + "/../shared/datasets";
+  if (!std::filesystem::exists(data + "/iris/iris.csv"))
+    GTEST_SKIP() << "Iris not found under " << data << ": skipped";
+  std::vector<exp::Json> results;
+  const bool saved = poison_enabled();
+  for (bool poison : {false, true}) {
+    const std::string out = testing::TempDir() + (poison ? "/lmnn_poison_on" : "/lmnn_poison_off");
+    std::filesystem::remove_all(out);
+    set_poison(poison);
+    const int rc = run_main({"--device", "cpu", "--dataset", "iris", "--mining", "all", "--approach", "both",
+                             "--seeds", "1", "--k-grid", "1,3", "--c-grid", "1", "--data-dir", data, "--out-dir", out});
+    set_poison(saved);
+    ASSERT_EQ(rc, exp::kExitOk);
+    results.push_back(exp::Json::parse(slurp(out + "/results.json")));
+  }
+  ASSERT_EQ(results[0]["cells"].size(), results[1]["cells"].size());
+  ASSERT_GT(results[0]["cells"].size(), 0u);
+  for (size_t i = 0; i < results[0]["cells"].size(); ++i) {
+    const auto &ra = results[0]["cells"][i]["runs"], &rb = results[1]["cells"][i]["runs"];
+    ASSERT_EQ(ra.size(), rb.size());
+    for (size_t j = 0; j < ra.size(); ++j)
+      for (const char* key : {"test_accuracy", "k", "c", "triplets"})
+        EXPECT_EQ(ra[j][key], rb[j][key]) << "cell " << i << " run " << j << " " << key;
+  }
 }
 
 }  // namespace
