@@ -201,6 +201,11 @@ fi
 san_pids=()
 san() {  # tool binary [shard count [gtest filter]]: one process per shard (gtest's sharding)
   local l=$(( $(left) - 25 )) shards=${3:-1} i
+  # racecheck and initcheck take minutes per Koch-sized kernel: their runs leave the
+  # full-size cases out (MN_TEST_SHAPES=small, tests/common/test_util.h; the small and
+  # odd shapes still run every kernel); SAN_FULL_SHAPES=1 keeps them.
+  local shapes=full
+  [[ ($1 == racecheck || $1 == initcheck) && ${SAN_FULL_SHAPES:-0} != 1 ]] && shapes=small
   # SAN_EARLY: the sanitizers run beside the tests, for SAN_SECONDS, before the benchmarks.
   [[ ${SAN_EARLY:-0} == 1 ]] && l=${SAN_SECONDS:-$(( budget / 2 ))}
   (( l > 30 )) || { say "$1 $2: skipped, no time left"; return; }
@@ -214,14 +219,14 @@ san() {  # tool binary [shard count [gtest filter]]: one process per shard (gtes
       l=$(( $(left) - ${SAN_RESERVE:-25} ))
       (( l > 10 )) || { say "$1 $2 shard $i: skipped, no time left"; continue; }
       (( l > ${SAN_JOB_SECONDS:-$l} )) && l=${SAN_JOB_SECONDS}
-      GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i MN_CUDA_NO_CACHE=1 timeout "$l" \
+      MN_TEST_SHAPES=$shapes GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i MN_CUDA_NO_CACHE=1 timeout "$l" \
         compute-sanitizer --tool "$1" --error-exitcode 9 --print-limit 40 \
         stdbuf -oL "$G/mn_tests_$2" --gtest_filter="${4:-$gtest_gpu}" > "$logs/$tag.log" 2>&1
       echo $? > "$logs/$tag.rc"
       san_pids+=("done:$tag")
       continue
     fi
-    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i MN_CUDA_NO_CACHE=1 timeout "$l" \
+    MN_TEST_SHAPES=$shapes GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i MN_CUDA_NO_CACHE=1 timeout "$l" \
       compute-sanitizer --tool "$1" --error-exitcode 9 --print-limit 40 \
       stdbuf -oL "$G/mn_tests_$2" --gtest_filter="${4:-$gtest_gpu}" > "$logs/$tag.log" 2>&1 &
     san_pids+=("$!:$tag")

@@ -1,6 +1,8 @@
 // Shared test helpers (see test_util.h).
 #include "tests/common/test_util.h"
 
+#include <cstdlib>
+
 #include <cmath>
 #include <random>
 #include <sstream>
@@ -66,6 +68,22 @@ void expect_device_report(const std::function<Tensor()>& op, const std::string& 
     EXPECT_NE(std::string(err.what()).find(what), std::string::npos) << err.what();
   }
   EXPECT_NO_THROW((void)probe.cpu()) << "the report was not cleared";
+}
+
+bool full_size_shapes() {
+  const char* v = std::getenv("MN_TEST_SHAPES");
+  return !(v && std::string(v) == "small");
+}
+
+std::vector<Shape> sized(std::vector<Shape> shapes) {
+  if (full_size_shapes()) return shapes;
+  std::vector<Shape> out;
+  for (const Shape& s : shapes) {
+    int64_t n = 1;
+    for (int64_t d : s) n *= d;
+    if (n <= 1000000) out.push_back(s);
+  }
+  return out;
 }
 
 }  // namespace mn::test

@@ -20,7 +20,23 @@
                                               : "built without CUDA: GPU test skipped"); \
   } while (0)
 
+// Full-size (Koch-sized, batch 150) cases of the GPU parity tests are left out
+// when MN_TEST_SHAPES=small is set: compute-sanitizer's racecheck and initcheck
+// take minutes per such kernel, while the small and odd shapes beside them still
+// run every kernel and every tile path. A test made only of full-size cases skips
+// with a message.
+#define MN_SKIP_IF_SMALL_SHAPES_ONLY()                                                        \
+  do {                                                                                        \
+    if (!::mn::test::full_size_shapes())                                                      \
+      GTEST_SKIP() << "MN_TEST_SHAPES=small: this test has only full-size cases";            \
+  } while (0)
+
 namespace mn::test {
+
+// False when MN_TEST_SHAPES=small (above).
+bool full_size_shapes();
+// `shapes` without those of more than 10^6 elements when !full_size_shapes().
+std::vector<Shape> sized(std::vector<Shape> shapes);
 
 // Uniform in [lo, hi) from std::mt19937_64(seed), created on the host then moved.
 Tensor rand(const Shape& shape, double lo, double hi, DType dtype = DType::F64,

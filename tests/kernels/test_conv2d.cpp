@@ -411,6 +411,7 @@ TEST(Conv2dCuda, WideTileOnAndOff) {
 // reference at batch 60 would take minutes.
 TEST(Conv2dCuda, KochShapesWithAndWithoutTheSpeedups) {
   MN_SKIP_IF_NO_CUDA();
+  MN_SKIP_IF_SMALL_SHAPES_ONLY();
   const kernels::CudaSpeedups saved = kernels::cuda_speedups();
   const Device g = Device::cuda();
   struct Layer {

@@ -102,7 +102,7 @@ TEST(DropoutTest, Gradcheck) {
 
 TEST(DropoutCudaTest, MaskBitIdenticalAcrossDevices) {
   MN_SKIP_IF_NO_CUDA();
-  for (auto shape : std::vector<Shape>{{150, 4096}, {150, 64, 48, 48}, {1, 1, 7, 5}, {13}}) {
+  for (auto shape : test::sized({{150, 4096}, {150, 64, 48, 48}, {1, 1, 7, 5}, {13}})) {
     for (DType dt : {DType::F32, DType::F64}) {
       Tensor x = test::randn(shape, dt, Device::cpu(), 8);
       auto c = kernels::dropout_forward(x, 0.5, 2024, 12345);
@@ -172,7 +172,7 @@ TEST(ActivationTest, Gradcheck) {
 
 TEST(ActivationCudaTest, Parity) {
   MN_SKIP_IF_NO_CUDA();
-  for (auto shape : std::vector<Shape>{{150, 64, 48, 48}, {150, 4096}, {1, 1, 7, 5}}) {
+  for (auto shape : test::sized({{150, 64, 48, 48}, {150, 4096}, {1, 1, 7, 5}})) {
     for (DType dt : {DType::F32, DType::F64}) {
       Tensor x = test::rand(shape, -12, 12, dt, Device::cpu(), 3);
       Tensor gy = test::randn(shape, dt, Device::cpu(), 4);

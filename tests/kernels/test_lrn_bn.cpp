@@ -224,8 +224,8 @@ TEST(LrnCudaTest, ParityKochAndOddShapes) {
   MN_SKIP_IF_NO_CUDA();
   // float32: pow and the 5-term sums may round differently on the two devices (a
   // few ulps); float64: ~1e-15.
-  for (auto s : std::vector<Shape>{{150, 64, 48, 48}, {150, 128, 21, 21}, {1, 1, 7, 5},
-                                   {3, 5, 13, 1}, {2, 3, 1, 1}}) {
+  for (auto s : test::sized({{150, 64, 48, 48}, {150, 128, 21, 21}, {1, 1, 7, 5},
+                            {3, 5, 13, 1}, {2, 3, 1, 1}})) {
     lrn_parity(s, DType::F32, 1e-5, 1e-5);
     lrn_parity(s, DType::F64, 1e-12, 1e-12);
   }
@@ -259,8 +259,8 @@ TEST(BatchNormCudaTest, ParityKochAndOddShapes) {
   MN_SKIP_IF_NO_CUDA();
   // The CPU accumulates in double, the GPU in T (Welford per thread + tree): for
   // float32 at M = 345,600 the mean/var differ by ~1e-6 relative; 1e-4 leaves margin.
-  for (auto s : std::vector<Shape>{{150, 64, 48, 48}, {150, 4096}, {1, 1, 7, 5}, {3, 5, 13, 1},
-                                   {2, 3}}) {
+  for (auto s : test::sized({{150, 64, 48, 48}, {150, 4096}, {1, 1, 7, 5}, {3, 5, 13, 1},
+                            {2, 3}})) {
     for (bool training : {true, false}) {
       bn_parity(s, DType::F32, training, 1e-4, 1e-4);
       bn_parity(s, DType::F64, training, 1e-10, 1e-10);

@@ -201,9 +201,8 @@ TEST(PoolCuda, Parity) {
     for (const Pool2dParams& p : cases()) pool_parity({2, 3, 9, 7}, p, dt);
   // Koch pooling shapes (batch 150), N = 1 / C = 1 odd shapes.
   const Pool2dParams k2 = pp(2, 2, 2, 2, 0, 0);
-  pool_parity({150, 64, 96, 96}, k2, DType::F32);
-  pool_parity({150, 128, 42, 42}, k2, DType::F32);
-  pool_parity({150, 128, 18, 18}, k2, DType::F32);
+  for (const Shape& s : test::sized({{150, 64, 96, 96}, {150, 128, 42, 42}, {150, 128, 18, 18}}))
+    pool_parity(s, k2, DType::F32);
   pool_parity({1, 1, 13, 11}, pp(3, 3, 2, 2, 1, 1), DType::F32);
 }
 

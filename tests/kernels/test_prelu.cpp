@@ -82,7 +82,7 @@ TEST(PReLU, WrongSlopeSizeNamesTheShapes) {
 
 TEST(PReLUCuda, Parity) {
   MN_SKIP_IF_NO_CUDA();
-  for (Shape shape : std::vector<Shape>{{150, 32, 24, 24}, {150, 256}, {1, 1, 7, 5}}) {
+  for (Shape shape : test::sized({{150, 32, 24, 24}, {150, 256}, {1, 1, 7, 5}})) {
     for (int64_t na : {int64_t{1}, shape[1]}) {
       for (DType dt : {DType::F32, DType::F64}) {
         Tensor x = test::rand(shape, -3, 3, dt, Device::cpu(), 3);

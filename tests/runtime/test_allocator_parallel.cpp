@@ -280,3 +280,18 @@ TEST(CudaAllocator, StatisticsTrackInUseAndCache) {
   cuda::empty_cache();
   EXPECT_EQ(cuda::allocator_stats().bytes_cached, 0u);
 }
+
+// MN_TEST_SHAPES=small (tests/common/test_util.h) drops the full-size cases of
+// the GPU parity tests, for the slow compute-sanitizer tools.
+TEST(TestShapes, SmallDropsOnlyTheFullSizeCases) {
+  const char* old = std::getenv("MN_TEST_SHAPES");
+  const std::string saved = old ? old : "";
+  const std::vector<Shape> shapes = {{150, 64, 48, 48}, {150, 4096}, {1, 1, 7, 5}, {1001, 1000}};
+  setenv("MN_TEST_SHAPES", "small", 1);
+  EXPECT_FALSE(test::full_size_shapes());
+  EXPECT_EQ(test::sized(shapes), (std::vector<Shape>{{150, 4096}, {1, 1, 7, 5}}));
+  unsetenv("MN_TEST_SHAPES");
+  EXPECT_TRUE(test::full_size_shapes());
+  EXPECT_EQ(test::sized(shapes), shapes);
+  if (old) setenv("MN_TEST_SHAPES", saved.c_str(), 1);
+}
