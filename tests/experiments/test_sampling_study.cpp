@@ -309,6 +309,19 @@ double summary_number(const std::string& dir, const std::string& key) {
   return s.contains(key) && s[key].is_number() ? s[key].get<double>() : NAN;
 }
 
+// Two runs ended with the same weights, optimizer state and per-epoch metrics
+// (timings aside).
+void expect_same_sampling_run(const TempDir& a, const TempDir& b) {
+  auto fa = nn::read_safetensors(a / "last.safetensors"), fb = nn::read_safetensors(b / "last.safetensors");
+  ASSERT_EQ(fa.tensors.size(), fb.tensors.size());
+  for (const auto& [name, t] : fa.tensors)
+    EXPECT_EQ(t.to_double_vector(), fb.tensors.at(name).to_double_vector()) << name;
+  auto la = read_lines(a / "metrics.jsonl"), lb = read_lines(b / "metrics.jsonl");
+  ASSERT_EQ(la.size(), lb.size());
+  const std::vector<std::string> timing{"train_seconds", "val_seconds", "images_per_second"};
+  for (size_t i = 0; i < la.size(); ++i) EXPECT_EQ(without_fields(la[i], timing), without_fields(lb[i], timing));
+}
+
 }  // namespace
 
 TEST(SamplingStudy, TwoEpochSmokeRunsOnlineAndOffline) {
@@ -352,14 +365,7 @@ TEST(SamplingStudy, MidEpochResumeIsExact) {
   auto resume = args_b;
   resume.push_back("--resume");
   ASSERT_EQ(run_sampling(resume), 0);
-  auto fa = nn::read_safetensors(a / "last.safetensors"), fb = nn::read_safetensors(b / "last.safetensors");
-  ASSERT_EQ(fa.tensors.size(), fb.tensors.size());
-  for (const auto& [name, t] : fa.tensors)
-    EXPECT_EQ(t.to_double_vector(), fb.tensors.at(name).to_double_vector()) << name;
-  auto la = read_lines(a / "metrics.jsonl"), lb = read_lines(b / "metrics.jsonl");
-  ASSERT_EQ(la.size(), lb.size());
-  const std::vector<std::string> timing{"train_seconds", "val_seconds", "images_per_second"};
-  for (size_t i = 0; i < la.size(); ++i) EXPECT_EQ(without_fields(la[i], timing), without_fields(lb[i], timing));
+  expect_same_sampling_run(a, b);
   EXPECT_EQ(summary_number(a.str(), "knn1_acc_test9"), summary_number(b.str(), "knn1_acc_test9"));
   EXPECT_EQ(summary_number(a.str(), "study_acc_test10"), summary_number(b.str(), "study_acc_test10"));
 }
@@ -369,7 +375,6 @@ TEST(SamplingStudy, MidEpochResumeIsExact) {
 // run may read memory it did not write (the bug class of an unwritten stats
 // buffer, which reads whatever the recycled block held).
 TEST(SamplingStudy, PoisonedAllocationsChangeNothing) {
-  const std::vector<std::string> timing{"train_seconds", "val_seconds", "images_per_second"};
   for (const char* strategy : {"random-offline-pair", "hard-negative-online-pair", "all-positive-online-pair",
                                "random-offline-triplet", "all-positive-online-triplet",
                                "random-negative-online-triplet", "semi-hard-negative-online-triplet"}) {
@@ -385,13 +390,7 @@ TEST(SamplingStudy, PoisonedAllocationsChangeNothing) {
     set_poison(saved);
     ASSERT_EQ(rc_a, 0);
     ASSERT_EQ(rc_b, 0);
-    auto fa = nn::read_safetensors(a / "last.safetensors"), fb = nn::read_safetensors(b / "last.safetensors");
-    ASSERT_EQ(fa.tensors.size(), fb.tensors.size());
-    for (const auto& [name, t] : fa.tensors)
-      EXPECT_EQ(t.to_double_vector(), fb.tensors.at(name).to_double_vector()) << name;
-    auto la = read_lines(a / "metrics.jsonl"), lb = read_lines(b / "metrics.jsonl");
-    ASSERT_EQ(la.size(), lb.size());
-    for (size_t i = 0; i < la.size(); ++i) EXPECT_EQ(without_fields(la[i], timing), without_fields(lb[i], timing));
+    expect_same_sampling_run(a, b);
     for (const char* k : {"study_acc_test10", "couple_acc_test10", "knn1_acc_test9", "recall1_test10", "unseen_auroc"})
       EXPECT_EQ(summary_number(a.str(), k), summary_number(b.str(), k)) << k;
   }
