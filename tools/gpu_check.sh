@@ -18,13 +18,17 @@
 #      (SAN_SERIAL=1: one job after another, each with the whole machine, at most
 #      SAN_JOB_SECONDS each: much faster than side by side, see san()).
 # Knobs (environment): BUDGET; TEST_BINS (test binaries for A, default all; ' ' none),
-# TEST_FILTER (gtest filter for A, default every GPU test), TEST_TIMEOUT; BENCHES,
+# TEST_FILTER (gtest filter for A, default every GPU test), TEST_TIMEOUT, TEST_SHARDS
+# ("kernels:3 nn:2": processes per binary); BENCHES, BENCH_TIMEOUT,
 # GEMM_FILTER, CONV_FILTER, BENCH_MIN_TIME, BEFORE_ENV (also run each benchmark with these
 # settings, e.g. "MN_CUDA_SPLIT_K=0 MN_CONV_BWD_FLIP=0 MN_CONV_WIDE_TILE=0", as
-# <bench>-before.json), PROFILE=1 (Nsight Systems kernel summary of the training step,
-# where nsys exists), TORCH_MODES, SAMPLING_STRATEGIES (' ' none); OMNIGLOT_RUNS=0,
+# <bench>-before.json), PROFILE=1 (kernel summary of the training step: Nsight Systems
+# where nsys exists, else Nsight Compute over PROFILE_KERNELS kernels, PROFILE_TIMEOUT),
+# TORCH_MODES, SAMPLING_STRATEGIES (' ' none); OMNIGLOT_RUNS=0,
 # SMOKE_ARGS, SPEED_ARGS; SAN_JOBS (space-separated tool:binary:shards:gtest-filter
-# sanitizer runs instead of the default list), RACECHECK_SHARDS, RACECHECK_FILTER.
+# sanitizer runs instead of the default list), RACECHECK_SHARDS, RACECHECK_FILTER,
+# SAN_EARLY=1 (C and D beside A for SAN_SECONDS, then B), SAN_SERIAL=1 with
+# SAN_JOB_SECONDS, SAN_FULL_SHAPES=1 (racecheck and initcheck with the full-size cases).
 # Writes under $OUT: run.log (the summary: one line per step, with exit codes), logs.tgz
 # (every full log), bench-json.tgz (Google Benchmark JSON and PyTorch's JSON lines,
 # named <date>-<gpu>-<bench>.json, ready for bench/results/) and smoke.tgz (the run
