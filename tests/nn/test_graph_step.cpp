@@ -4,8 +4,9 @@
 // (fixed input tensors refilled before each step, as StepInputs does): the
 // weights, the optimizer's step count and the last loss must be bit-identical
 // (the same kernels in the same order), for SGD with momentum and for Adam (its
-// step count advanced on the device). The audit of the step must be clean. GPU
-// only: on the CPU the audit part runs (the step has nothing a graph cannot replay).
+// step count advanced on the device), also with every allocation poisoned. The
+// audit of the step must be clean. GPU only: on the CPU the audit part runs (the
+// step has nothing a graph cannot replay), and the poisoned run.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -17,6 +18,7 @@
 #include "nn/losses/losses.h"
 #include "nn/models/koch.h"
 #include "nn/optim/optimizer.h"
+#include "runtime/allocator.h"
 #include "runtime/graph.h"
 #include "runtime/rng.h"
 #include "tests/common/test_util.h"
@@ -105,8 +107,14 @@ void expect_identical(const StepRun& a, const StepRun& b) {
 
 TEST(GraphStep, KochStepAuditsCleanOnTheCpu) {
   for (bool adam : {false, true}) {
+    SCOPED_TRACE(adam ? "Adam" : "SGD with momentum");
     StepRun r = run(Device::cpu(), adam, 3, false);
-    EXPECT_EQ(r.audit, "") << (adam ? "Adam" : "SGD");
+    EXPECT_EQ(r.audit, "");
+    const bool saved = poison_enabled();
+    set_poison(true);
+    const StepRun poisoned = run(Device::cpu(), adam, 3, false);
+    set_poison(saved);
+    expect_identical(r, poisoned);
   }
 }
 
@@ -119,6 +127,13 @@ TEST(GraphStep, CudaKochStepReplayedEqualsEagerBitForBit) {
     const StepRun graph = run(Device::cuda(0), adam, 6, true);
     expect_identical(eager, graph);
     EXPECT_EQ(graph.step_count, 6.0);
+    // With every allocation poisoned (NaN bytes; also the graph's own blocks, each
+    // replay) nothing changes: the replayed step reads no memory it did not write.
+    const bool saved = poison_enabled();
+    set_poison(true);
+    const StepRun poisoned = run(Device::cuda(0), adam, 6, true);
+    set_poison(saved);
+    expect_identical(eager, poisoned);
   }
 }
 
