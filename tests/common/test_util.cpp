@@ -3,6 +3,8 @@
 
 #include <cstdlib>
 
+#include "runtime/allocator.h"
+
 #include <cmath>
 #include <random>
 #include <sstream>
@@ -69,6 +71,9 @@ void expect_device_report(const std::function<Tensor()>& op, const std::string& 
   }
   EXPECT_NO_THROW((void)probe.cpu()) << "the report was not cleared";
 }
+
+PoisonScope::PoisonScope(bool on) : saved_(poison_enabled()) { set_poison(on); }
+PoisonScope::~PoisonScope() { set_poison(saved_); }
 
 bool full_size_shapes() {
   const char* v = std::getenv("MN_TEST_SHAPES");

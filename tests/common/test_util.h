@@ -33,6 +33,19 @@
 
 namespace mn::test {
 
+// Turns allocation poisoning (MN_POISON, runtime/allocator.h) on or off for a
+// scope, restoring the previous setting at its end.
+class PoisonScope {
+ public:
+  explicit PoisonScope(bool on);
+  ~PoisonScope();
+  PoisonScope(const PoisonScope&) = delete;
+  PoisonScope& operator=(const PoisonScope&) = delete;
+
+ private:
+  bool saved_;
+};
+
 // False when MN_TEST_SHAPES=small (above).
 bool full_size_shapes();
 // `shapes` without those of more than 10^6 elements when !full_size_shapes().

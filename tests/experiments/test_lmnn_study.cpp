@@ -4,7 +4,7 @@
 // results.md, results.json with one cell and a run per seed, and metrics.jsonl.
 #include <gtest/gtest.h>
 
-#include "runtime/allocator.h"
+#include "tests/common/test_util.h"
 
 #include <filesystem>
 #include <fstream>
@@ -74,14 +74,15 @@ TEST(LmnnStudy, PoisonedAllocationsChangeNothing) {
   if (!std::filesystem::exists(data + "/iris/iris.csv"))
     GTEST_SKIP() << "Iris not found under " << data << ": skipped";
   std::vector<exp::Json> results;
-  const bool saved = poison_enabled();
   for (bool poison : {false, true}) {
     const std::string out = testing::TempDir() + (poison ? "/lmnn_poison_on" : "/lmnn_poison_off");
     std::filesystem::remove_all(out);
-    set_poison(poison);
-    const int rc = run_main({"--device", "cpu", "--dataset", "iris", "--mining", "all", "--approach", "both",
-                             "--seeds", "1", "--k-grid", "1,3", "--c-grid", "1", "--data-dir", data, "--out-dir", out});
-    set_poison(saved);
+    int rc = -1;
+    {
+      test::PoisonScope scope(poison);
+      rc = run_main({"--device", "cpu", "--dataset", "iris", "--mining", "all", "--approach", "both",
+                     "--seeds", "1", "--k-grid", "1,3", "--c-grid", "1", "--data-dir", data, "--out-dir", out});
+    }
     ASSERT_EQ(rc, exp::kExitOk);
     results.push_back(exp::Json::parse(slurp(out + "/results.json")));
   }

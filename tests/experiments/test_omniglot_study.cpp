@@ -201,12 +201,15 @@ TEST(OmniglotStudy, PoisonedAllocationsChangeNothing) {
       }
       return v;
     };
-    const bool saved = mn::poison_enabled();
-    mn::set_poison(false);
-    const RunResult ra = run_study(c.kind, args(a), true);
-    mn::set_poison(true);
-    const RunResult rb = run_study(c.kind, args(b), true);
-    mn::set_poison(saved);
+    RunResult ra, rb;
+    {
+      mn::test::PoisonScope off(false);
+      ra = run_study(c.kind, args(a), true);
+    }
+    {
+      mn::test::PoisonScope on(true);
+      rb = run_study(c.kind, args(b), true);
+    }
     ASSERT_EQ(ra.rc, 0) << ra.err;
     ASSERT_EQ(rb.rc, 0) << rb.err;
     expect_same_run(a.path, b.path);

@@ -18,7 +18,7 @@
 #include "experiments/sampling/study.h"
 #include "kernels/miners.h"
 #include "nn/checkpoint.h"
-#include "runtime/allocator.h"
+#include "tests/common/test_util.h"
 #include "tests/experiments/omniglot_fixture.h"
 
 using namespace mn;
@@ -382,12 +382,15 @@ TEST(SamplingStudy, PoisonedAllocationsChangeNothing) {
     TempDir a("sampling_clean"), b("sampling_poisoned");
     auto args_a = small(a.str(), strategy), args_b = small(b.str(), strategy);
     for (auto* args : {&args_a, &args_b}) *(std::find(args->begin(), args->end(), "--epochs") + 1) = "1";
-    const bool saved = poison_enabled();
-    set_poison(false);
-    const int rc_a = run_sampling(args_a);
-    set_poison(true);
-    const int rc_b = run_sampling(args_b);
-    set_poison(saved);
+    int rc_a = -1, rc_b = -1;
+    {
+      test::PoisonScope off(false);
+      rc_a = run_sampling(args_a);
+    }
+    {
+      test::PoisonScope on(true);
+      rc_b = run_sampling(args_b);
+    }
     ASSERT_EQ(rc_a, 0);
     ASSERT_EQ(rc_b, 0);
     expect_same_sampling_run(a, b);

@@ -18,7 +18,6 @@
 #include "nn/losses/losses.h"
 #include "nn/models/koch.h"
 #include "nn/optim/optimizer.h"
-#include "runtime/allocator.h"
 #include "runtime/graph.h"
 #include "runtime/rng.h"
 #include "tests/common/test_util.h"
@@ -110,10 +109,11 @@ TEST(GraphStep, KochStepAuditsCleanOnTheCpu) {
     SCOPED_TRACE(adam ? "Adam" : "SGD with momentum");
     StepRun r = run(Device::cpu(), adam, 3, false);
     EXPECT_EQ(r.audit, "");
-    const bool saved = poison_enabled();
-    set_poison(true);
-    const StepRun poisoned = run(Device::cpu(), adam, 3, false);
-    set_poison(saved);
+    StepRun poisoned;
+    {
+      test::PoisonScope poison(true);
+      poisoned = run(Device::cpu(), adam, 3, false);
+    }
     expect_identical(r, poisoned);
   }
 }
@@ -129,10 +129,11 @@ TEST(GraphStep, CudaKochStepReplayedEqualsEagerBitForBit) {
     EXPECT_EQ(graph.step_count, 6.0);
     // With every allocation poisoned (NaN bytes; also the graph's own blocks, each
     // replay) nothing changes: the replayed step reads no memory it did not write.
-    const bool saved = poison_enabled();
-    set_poison(true);
-    const StepRun poisoned = run(Device::cuda(0), adam, 6, true);
-    set_poison(saved);
+    StepRun poisoned;
+    {
+      test::PoisonScope poison(true);
+      poisoned = run(Device::cuda(0), adam, 6, true);
+    }
     expect_identical(eager, poisoned);
   }
 }

@@ -28,14 +28,8 @@ TEST(CpuAlloc, AlignedTo64) {
 
 // MN_POISON (set_poison): every block, fresh or from the cache, is handed out
 // full of 0xFF bytes, so a read of memory nobody wrote gives NaN.
-struct PoisonScope {
-  bool saved = poison_enabled();
-  explicit PoisonScope(bool on) { set_poison(on); }
-  ~PoisonScope() { set_poison(saved); }
-};
-
 TEST(CpuAlloc, PoisonFillsFreshAndReusedBlocks) {
-  PoisonScope poison(true);
+  test::PoisonScope poison(true);
   for (size_t n : {size_t(7), size_t(4096), (size_t(2) << 20) + 5}) {
     for (int round = 0; round < 2; ++round) {  // the second big block comes from the cache
       auto* p = static_cast<unsigned char*>(cpu_alloc(n));
@@ -56,7 +50,7 @@ TEST(CpuAlloc, PoisonFillsFreshAndReusedBlocks) {
 
 TEST(CudaAllocator, PoisonFillsDeviceBlocks) {
   MN_SKIP_IF_NO_CUDA();
-  PoisonScope poison(true);
+  test::PoisonScope poison(true);
   for (int round = 0; round < 2; ++round) {  // fresh, then (when caching) reused
     Tensor t = Tensor::empty({3000}, DType::F32, Device::cuda());
     for (float v : t.to_vector<float>()) ASSERT_TRUE(std::isnan(v));
