@@ -12,7 +12,10 @@
 //               per weight element (backward-weight).
 //   Gemm   (1): CPU: im2col per image + our gemm_cpu, images spread over the thread
 //               pool (per-thread column buffers; per-chunk weight-gradient partials
-//               reduced in a fixed order, so results are deterministic).
+//               reduced in a fixed order, so results are deterministic). Float
+//               stride-1 layers on small images (conv4's 3x3 layers, the sampling
+//               net's second layer) run forward and backward-data as a vectorised
+//               direct convolution instead (AVX2, kernels/cpu/conv2d_direct_avx2.cpp).
 //               CUDA: implicit GEMM (float: 128x128, 64x256 or 64x128 tiles of 8-deep
 //               k-slices; double: 64x64x16), stride-1 backward-data as the forward
 //               GEMM of dy and flipped weights; backward-weight splits the N*P*Q
@@ -32,6 +35,13 @@
 namespace mn::kernels {
 
 enum class Conv2dAlgo : int { Direct = 0, Gemm = 1, Default = 2 };
+
+// Whether CPU Gemm-algo float convolutions may take the vectorised direct kernel
+// (stride-1 layers on small images, kernels/cpu/conv2d.cpp). On unless the
+// environment sets MN_CONV_CPU_DIRECT=0; off: they always run the implicit GEMM
+// (benchmarks compare the two).
+void set_conv2d_cpu_vector_direct(bool on);
+bool conv2d_cpu_vector_direct();
 
 // What Conv2dAlgo::Default means, process-wide (Gemm unless changed).
 void set_default_conv2d_algo(Conv2dAlgo a);
@@ -56,6 +66,11 @@ struct Conv2dGeom {
 Conv2dGeom conv2d_geometry(const char* op, const Shape& x_shape, const Shape& w_shape,
                            const Conv2dParams& p);
 std::string conv2d_geom_str(const Conv2dGeom& g);
+// Whether a float32 CPU pass of this geometry takes the vectorised direct kernel
+// now, given the CPU path, the GEMM variant and set_conv2d_cpu_vector_direct
+// (tests, benchmarks).
+enum class Conv2dPass : int { Forward = 0, BackwardData = 1, BackwardWeight = 2 };
+bool conv2d_cpu_vector_direct_applies(const Conv2dGeom& g, Conv2dPass pass);
 // Multiply-adds of one forward pass (backward-data and backward-weight are the same).
 inline double conv2d_flops(const Conv2dGeom& g) {
   return 2.0 * g.N * g.K * g.P * g.Q * g.C * g.R * g.S;

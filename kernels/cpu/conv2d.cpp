@@ -25,16 +25,125 @@
 // chunks are fixed (min(N, 16), not one per thread), so the rounding of the sum,
 // and the result, is the same for any number of threads.
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "kernels/conv2d.h"
+#include "kernels/cpu/conv2d_direct.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_internal.h"
+#include "kernels/gemm_config.h"
+#include "runtime/cpu_features.h"
 #include "runtime/parallel.h"
 
 namespace mn::kernels {
+
 namespace {
+// Initialised from MN_CONV_CPU_DIRECT (unset or anything but "0": on), as the
+// CUDA speed-up switches of kernels/matmul.cpp.
+std::atomic<bool> g_vector_direct{[] {
+  const char* e = std::getenv("MN_CONV_CPU_DIRECT");
+  return e == nullptr || std::strcmp(e, "0") != 0;
+}()};
+}  // namespace
+void set_conv2d_cpu_vector_direct(bool on) { g_vector_direct.store(on); }
+bool conv2d_cpu_vector_direct() { return g_vector_direct.load(); }
+
+namespace {
+
+// ---- the vectorised direct path (kernels/cpu/conv2d_direct_avx2.cpp) -----------
+// Taken for float stride-1 layers whose zero-padded input image fits in L2
+// (<= 256 KiB) with a multiple of 8 output channels and a reduction depth
+// C*R*S of 64 to 1024: the conv4 trunk's 3x3 layers after the first and the
+// sampling net's second layer, all three passes (A/B on the 2-core AVX2 EPYC,
+// 2026-11-27, batch 128: conv4 block 2 forward 26.6 -> 13.3 ms, block 3 8.6 ->
+// 3.3 ms, the sampling net's conv2 15.9 -> 7.4 ms; bench/README.md). Koch's
+// layers 3 and 4 (depth 2048) were no faster (layer 4 forward 5.1 -> 5.8 ms):
+// the GEMM path already runs them near the micro-kernel's speed. Backward-data
+// runs as a forward correlation of dy padded by R-1-ph, which computes H*W
+// outputs at the full depth: taken only where that is at most 1.25x the forward
+// work (3x3 "same" layers), not for unpadded 5x5 layers (2.25x). Everything
+// else, double, the scalar ISA and a GEMM variant forced by
+// set_cpu_gemm_variant keep the implicit GEMM.
+constexpr int64_t kDirectMaxImageBytes = 256 * 1024;
+constexpr int64_t kDirectMinDepth = 64, kDirectMaxDepth = 1024;
+
+bool direct_ok(const detail::DirectConv& d) {
+  const int64_t depth = d.Ci * d.R * d.S;
+  return conv2d_cpu_vector_direct() && cpu_isa() != CpuIsa::Scalar &&
+         cpu_gemm_variant() == CpuGemmVariant::Auto && d.Co % 8 == 0 && depth >= kDirectMinDepth &&
+         depth <= kDirectMaxDepth && d.ph >= 0 && d.ph < d.R && d.pw >= 0 && d.pw < d.S &&
+         d.Ci * (d.H + 2 * d.ph) * (d.W + 2 * d.pw) * int64_t(sizeof(float)) <= kDirectMaxImageBytes;
+}
+inline bool unit_stride(const Conv2dGeom& g) {
+  return g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1;
+}
+// The forward convolution as a DirectConv (x -> y).
+detail::DirectConv direct_forward(const Conv2dGeom& g) {
+  return {g.N, g.C, g.H, g.W, g.K, g.R, g.S, g.ph, g.pw};
+}
+// Backward-data as the forward correlation of dy, padded by (R-1-ph, S-1-pw),
+// with w'[c, k, r, s] = w[k, c, R-1-r, S-1-s] (dy -> dx).
+detail::DirectConv direct_backward_data(const Conv2dGeom& g) {
+  return {g.N, g.K, g.P, g.Q, g.C, g.R, g.S, g.R - 1 - g.ph, g.S - 1 - g.pw};
+}
+
+}  // namespace
+
+bool conv2d_cpu_vector_direct_applies(const Conv2dGeom& g, Conv2dPass pass) {
+  if (!unit_stride(g)) return false;
+  if (pass != Conv2dPass::BackwardData) return direct_ok(direct_forward(g));
+  return 4 * g.H * g.W <= 5 * g.P * g.Q && direct_ok(direct_backward_data(g));
+}
+
+namespace {
+
+bool try_direct_forward(const Conv2dGeom& g, const float* x, const float* w, const float* b,
+                        float* y) {
+  if (!conv2d_cpu_vector_direct_applies(g, Conv2dPass::Forward)) return false;
+  const detail::DirectConv d = direct_forward(g);
+  thread_local std::vector<float> wp;
+  wp.resize(static_cast<size_t>(detail::direct_packed_size(d)));
+  const int64_t CRS = g.C * g.R * g.S;
+  detail::pack_direct_weights(d, wp.data(), [&](int64_t o, int64_t i, int64_t r, int64_t s) {
+    return w[o * CRS + (i * g.R + r) * g.S + s];
+  });
+  detail::direct_conv_avx2(d, x, wp.data(), b, y);
+  return true;
+}
+template <typename T>
+bool try_direct_forward(const Conv2dGeom&, const T*, const T*, const T*, T*) {
+  return false;
+}
+
+bool try_direct_backward_data(const Conv2dGeom& g, const float* dy, const float* w, float* dx) {
+  if (!conv2d_cpu_vector_direct_applies(g, Conv2dPass::BackwardData)) return false;
+  const detail::DirectConv d = direct_backward_data(g);
+  thread_local std::vector<float> wp;
+  wp.resize(static_cast<size_t>(detail::direct_packed_size(d)));
+  const int64_t CRS = g.C * g.R * g.S;
+  detail::pack_direct_weights(d, wp.data(), [&](int64_t c, int64_t k, int64_t r, int64_t s) {
+    return w[k * CRS + (c * g.R + (g.R - 1 - r)) * g.S + (g.S - 1 - s)];
+  });
+  detail::direct_conv_avx2(d, dy, wp.data(), nullptr, dx);
+  return true;
+}
+template <typename T>
+bool try_direct_backward_data(const Conv2dGeom&, const T*, const T*, T*) {
+  return false;
+}
+
+bool try_direct_backward_weight(const Conv2dGeom& g, const float* x, const float* dy, float* dw) {
+  if (!conv2d_cpu_vector_direct_applies(g, Conv2dPass::BackwardWeight)) return false;
+  detail::direct_conv_weight_avx2(direct_forward(g), x, dy, dw);
+  return true;
+}
+template <typename T>
+bool try_direct_backward_weight(const Conv2dGeom&, const T*, const T*, T*) {
+  return false;
+}
 
 // [lo, hi) of the output positions q for which 0 <= q*stride + off < limit.
 inline void valid_range(int64_t off, int64_t stride, int64_t limit, int64_t Q, int64_t& lo,
@@ -265,6 +374,7 @@ template <typename T>
 void conv2d_forward_cpu(const Conv2dGeom& g, const T* x, const T* w, const T* b, T* y,
                         Conv2dAlgo algo) {
   if (algo == Conv2dAlgo::Direct) return forward_direct(g, x, w, b, y);
+  if (try_direct_forward(g, x, w, b, y)) return;
   const int64_t PQ = g.P * g.Q, CRS = g.C * g.R * g.S, CHW = g.C * g.H * g.W;
   const bool pw = is_pointwise(g);
   if (!pw && batch_images(g)) {  // Y_all (K, N*PQ) = W * col_all, then (N, K, PQ) + bias
@@ -305,6 +415,7 @@ template <typename T>
 void conv2d_backward_data_cpu(const Conv2dGeom& g, const T* dy, const T* w, T* dx,
                               Conv2dAlgo algo) {
   if (algo == Conv2dAlgo::Direct) return backward_data_direct(g, dy, w, dx);
+  if (try_direct_backward_data(g, dy, w, dx)) return;
   const int64_t PQ = g.P * g.Q, CRS = g.C * g.R * g.S, CHW = g.C * g.H * g.W;
   const bool pw = is_pointwise(g);
   if (!pw && batch_images(g)) {  // col_all (CRS, N*PQ) = W^T * dY_all, col2im per image
@@ -340,6 +451,7 @@ template <typename T>
 void conv2d_backward_weight_cpu(const Conv2dGeom& g, const T* x, const T* dy, T* dw,
                                 Conv2dAlgo algo) {
   if (algo == Conv2dAlgo::Direct) return backward_weight_direct(g, x, dy, dw);
+  if (try_direct_backward_weight(g, x, dy, dw)) return;
   const int64_t PQ = g.P * g.Q, CRS = g.C * g.R * g.S, CHW = g.C * g.H * g.W;
   const int64_t KCRS = g.K * CRS;
   const bool pw = is_pointwise(g);

@@ -242,6 +242,87 @@ TEST(Conv2dKernel, CpuResultsIndependentOfThreadCount) {
   }
 }
 
+// The vectorised direct kernel (float32, stride 1, small images; AVX2): forward
+// with bias against the seven-loop reference in double, backward-data and
+// backward-weight against the direct loops, on shapes that take it: 16 + 8
+// output channels (a half block), P*Q and C*R*S not multiples of the 6-wide
+// tiles, one image (the work split over channel blocks instead of images),
+// asymmetric kernels and padding, a 3x3 map, a reduction long enough to be cut
+// into channel chunks (64 x 3 x 3 on 14x14). Each is also run with 1, 2 and 3
+// threads, which must agree bit for bit.
+TEST(Conv2dKernel, VectorDirectMatchesReferenceAndIsThreadIndependent) {
+  if (!cpu_isa_supported(CpuIsa::Avx2)) {
+    std::printf("[  SKIPPED ] this CPU lacks AVX2: the vectorised direct kernel is not used here\n");
+    GTEST_SKIP() << "no AVX2";
+  }
+  using kernels::Conv2dPass;
+  CpuIsaScope scope(CpuIsa::Avx2);
+  struct VCase {
+    Shape x, w;
+    Conv2dParams p;
+    bool bwd_data;  // whether backward-data takes the kernel too
+  };
+  const std::vector<VCase> cases = {
+      {{3, 16, 14, 14}, {64, 16, 3, 3}, params(1, 1, 1, 1), true},
+      {{2, 64, 14, 14}, {24, 64, 3, 3}, params(1, 1, 1, 1), true},
+      {{2, 8, 12, 12}, {24, 8, 5, 5}, params(1, 1, 0, 0), false},  // dx: 2.25x the work
+      {{1, 32, 7, 7}, {32, 32, 3, 3}, params(1, 1, 1, 1), true},
+      {{2, 8, 9, 11}, {16, 8, 3, 5}, params(1, 1, 1, 2), true},
+      {{5, 64, 3, 3}, {8, 64, 3, 3}, params(1, 1, 1, 1), true},
+  };
+  const int saved = num_threads();
+  for (const VCase& c : cases) {
+    SCOPED_TRACE("x " + shape_str(c.x) + " w " + shape_str(c.w));
+    Tensor x = test::rand(c.x, -1, 1, DType::F32, Device::cpu(), 40);
+    Tensor w = test::rand(c.w, -1, 1, DType::F32, Device::cpu(), 41);
+    Tensor b = test::rand({c.w[0]}, -1, 1, DType::F32, Device::cpu(), 42);
+    const kernels::Conv2dGeom g = kernels::conv2d_geometry("test", c.x, c.w, c.p);
+    ASSERT_TRUE(kernels::conv2d_cpu_vector_direct_applies(g, Conv2dPass::Forward));
+    ASSERT_TRUE(kernels::conv2d_cpu_vector_direct_applies(g, Conv2dPass::BackwardWeight));
+    ASSERT_EQ(kernels::conv2d_cpu_vector_direct_applies(g, Conv2dPass::BackwardData), c.bwd_data);
+    const std::vector<double> ref = reference_conv(x, w, b, c.p);
+    Tensor dy = test::rand({g.N, g.K, g.P, g.Q}, -1, 1, DType::F32, Device::cpu(), 43);
+    Conv2dParams pd = c.p;
+    pd.algo = Conv2dAlgo::Direct;
+    std::vector<float> y1, dx1, dw1;
+    for (int threads : {1, 2, 3}) {
+      set_num_threads(threads);
+      Tensor y = kernels::conv2d_forward(x, w, b, c.p);
+      Tensor dx = kernels::conv2d_backward_data(dy, w, c.x, c.p);
+      Tensor dw = kernels::conv2d_backward_weight(dy, x, c.w, c.p);
+      if (threads == 1) {
+        // Forward: float sums of <= 600 products in [-1, 1] (~1e-5 rounding; a
+        // wrong or missing term is ~0.25). Backward-weight sums N*P*Q <= 600
+        // products the same way.
+        EXPECT_TRUE(test::all_close(ref, y.to_double_vector(), 1e-4, 1e-4));
+        EXPECT_TRUE(test::all_close(kernels::conv2d_backward_data(dy, w, c.x, pd), dx, 1e-4, 1e-4));
+        EXPECT_TRUE(test::all_close(kernels::conv2d_backward_weight(dy, x, c.w, pd), dw, 1e-4, 1e-4));
+        y1 = y.to_vector<float>(), dx1 = dx.to_vector<float>(), dw1 = dw.to_vector<float>();
+        continue;
+      }
+      EXPECT_EQ(y.to_vector<float>(), y1) << threads << " threads: forward";
+      EXPECT_EQ(dx.to_vector<float>(), dx1) << threads << " threads: backward-data";
+      EXPECT_EQ(dw.to_vector<float>(), dw1) << threads << " threads: backward-weight";
+    }
+    set_num_threads(saved);
+  }
+  // Not taken where it does not apply: stride 2, output channels not a multiple of
+  // 8, a single input channel of a 3x3 kernel (depth 9), Koch's fourth layer
+  // (depth 2048), or switched off.
+  auto applies = [](const Shape& xs, const Shape& ws, const Conv2dParams& p) {
+    return kernels::conv2d_cpu_vector_direct_applies(kernels::conv2d_geometry("test", xs, ws, p),
+                                                     Conv2dPass::Forward);
+  };
+  EXPECT_FALSE(applies({2, 16, 14, 14}, {16, 16, 3, 3}, params(2, 2, 1, 1)));
+  EXPECT_FALSE(applies({2, 16, 14, 14}, {12, 16, 3, 3}, params(1, 1, 1, 1)));
+  EXPECT_FALSE(applies({2, 1, 28, 28}, {64, 1, 3, 3}, params(1, 1, 1, 1)));
+  EXPECT_FALSE(applies({2, 128, 9, 9}, {256, 128, 4, 4}, params(1, 1, 0, 0)));
+  EXPECT_TRUE(applies({2, 16, 14, 14}, {16, 16, 3, 3}, params(1, 1, 1, 1)));
+  kernels::set_conv2d_cpu_vector_direct(false);
+  EXPECT_FALSE(applies({2, 16, 14, 14}, {16, 16, 3, 3}, params(1, 1, 1, 1)));
+  kernels::set_conv2d_cpu_vector_direct(true);
+}
+
 // ---- gradcheck through the tape --------------------------------------------------
 TEST(Conv2dGradcheck, InputWeightBiasFloat64) {
   const std::vector<Case> cases = {

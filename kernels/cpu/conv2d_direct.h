@@ -1,0 +1,59 @@
+// Internal: the vectorised direct convolution of kernels/cpu/conv2d_direct_avx2.cpp,
+// used by kernels/cpu/conv2d.cpp for stride-1 float convolutions on small images
+// (see that file for when). Included only by those two sources.
+//
+// A stride-1, dilation-1 cross-correlation
+//   y[n, o, p, q] = bias[o] + sum_{i, r, s} w[o, i, r, s] * x[n, i, p - ph + r, q - pw + s]
+// with x (N, Ci, H, W) zero-padded by (ph, pw) and y (N, Co, P, Q),
+// P = H + 2 ph - R + 1, Q = W + 2 pw - S + 1. The weights come packed by
+// pack_direct_weights: blocks of 16 output channels (the last one zero-filled
+// past Co), each (Ci * R * S, 16), so that one step of the reduction loads two
+// vectors of 8 output channels.
+#pragma once
+#include <cstdint>
+
+namespace mn::kernels::detail {
+
+struct DirectConv {
+  int64_t N, Ci, H, W;  // input
+  int64_t Co, R, S;     // output channels, kernel
+  int64_t ph, pw;       // zero padding (each <= kernel size - 1)
+  int64_t P() const { return H + 2 * ph - R + 1; }
+  int64_t Q() const { return W + 2 * pw - S + 1; }
+};
+
+constexpr int64_t kDirectBlock = 16;  // output channels per packed block
+
+inline int64_t direct_packed_size(const DirectConv& d) {
+  return (d.Co + kDirectBlock - 1) / kDirectBlock * kDirectBlock * d.Ci * d.R * d.S;
+}
+
+// wp[(ob * Ci*R*S + (i*R + r)*S + s) * 16 + lane] = weight(o = ob*16 + lane, i, r, s), 0 past Co.
+// weight(o, i, r, s) is read through `at`, so the same packing serves the
+// forward weights and backward-data's flipped, transposed ones.
+template <typename F>
+void pack_direct_weights(const DirectConv& d, float* wp, F&& at) {
+  const int64_t blocks = (d.Co + kDirectBlock - 1) / kDirectBlock;
+  for (int64_t ob = 0; ob < blocks; ++ob)
+    for (int64_t i = 0; i < d.Ci; ++i)
+      for (int64_t r = 0; r < d.R; ++r)
+        for (int64_t s = 0; s < d.S; ++s)
+          for (int64_t lane = 0; lane < kDirectBlock; ++lane) {
+            const int64_t o = ob * kDirectBlock + lane;
+            *wp++ = o < d.Co ? at(o, i, r, s) : 0.0f;
+          }
+}
+
+// y = the correlation above (y overwritten; bias may be null). Requires Co % 8 == 0
+// and the AVX2 + FMA path (cpu_isa() >= Avx2). Parallel over images (and over
+// blocks of output channels when there are fewer images than threads); every
+// output is one sum in a fixed order, so the result does not depend on the
+// number of threads.
+void direct_conv_avx2(const DirectConv& d, const float* x, const float* wp, const float* bias,
+                      float* y);
+
+// dw (Co, Ci, R, S) = the weight gradient of that correlation given x and
+// dy (N, Co, P, Q) (overwritten). Same requirements; thread-count independent.
+void direct_conv_weight_avx2(const DirectConv& d, const float* x, const float* dy, float* dw);
+
+}  // namespace mn::kernels::detail

@@ -1,0 +1,265 @@
+// Vectorised direct convolution (AVX2 + FMA, float) for stride-1 layers on
+// small images: the conv4 trunk's 3x3 layers on 14x14, 7x7 and 3x3 maps, the
+// sampling study's 5x5 layer on 12x12 maps, and their backward-data passes
+// (run as the forward correlation of dy with flipped weights).
+//
+// Why not the implicit-GEMM path of conv2d.cpp for these: its row source fills
+// im2col rows a few positions at a time (Q = 3..14), and `perf` put 22-24 % of
+// those layers' time in the fills and 5-18 % in packing, against 46-65 % in the
+// micro-kernel (bench/README.md, 2026-11-27); the layers ran at 0.24-0.76x
+// PyTorch's oneDNN, which convolves directly. Here nothing is packed per call
+// but the weights (K*C*R*S floats) and one zero-padded copy of each image.
+//
+// The register tile is 6 output positions x 16 output channels (12 ymm
+// accumulators, as the GEMM micro-kernel): per step (i, r, s) of the reduction
+// it loads the 16 weights w[o0..o0+15, i, r, s] as two vectors, broadcasts the
+// 6 padded-input values those positions read, and issues 12 FMAs. The six
+// positions are consecutive in P*Q order (they may span output rows), so no
+// vector lane is ever wasted on padding columns. Each output element is one
+// sum over (i, r, s) in that order, whoever computes it.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/conv2d_direct.h"
+#include "runtime/parallel.h"
+
+namespace mn::kernels::detail {
+namespace {
+
+constexpr int kNP = 6;  // output positions per register tile
+
+// out[j * 8*KV + lane] = sum over t < depth of wp[t * 16 + (lane)] * xp[base[j] + off[t]],
+// off[t] the padded-input offset of reduction step t = (i, r, s). One flat loop
+// over the steps (the s loop alone is 3-5 long); the accumulators are named
+// variables: as an array GCC kept them in memory and stored all 12 every step.
+// With accumulate, the sums continue from the values in out (the previous
+// channel chunk's); else they start at zero.
+template <int KV>
+__attribute__((target("avx2,fma"))) void tile(const float* xp, const int64_t* base,
+                                              const float* wp, const int32_t* off, int64_t depth,
+                                              bool accumulate, float* out) {
+  constexpr int ld = 8 * KV;
+  const float* x0 = xp + base[0];
+  const float* x1 = xp + base[1];
+  const float* x2 = xp + base[2];
+  const float* x3 = xp + base[3];
+  const float* x4 = xp + base[4];
+  const float* x5 = xp + base[5];
+  __m256 a00 = _mm256_setzero_ps(), a10 = a00, a20 = a00, a30 = a00, a40 = a00, a50 = a00;
+  __m256 a01 = a00, a11 = a00, a21 = a00, a31 = a00, a41 = a00, a51 = a00;
+  if (accumulate) {
+    a00 = _mm256_loadu_ps(out + 0 * ld), a10 = _mm256_loadu_ps(out + 1 * ld);
+    a20 = _mm256_loadu_ps(out + 2 * ld), a30 = _mm256_loadu_ps(out + 3 * ld);
+    a40 = _mm256_loadu_ps(out + 4 * ld), a50 = _mm256_loadu_ps(out + 5 * ld);
+    if constexpr (KV == 2) {
+      a01 = _mm256_loadu_ps(out + 0 * ld + 8), a11 = _mm256_loadu_ps(out + 1 * ld + 8);
+      a21 = _mm256_loadu_ps(out + 2 * ld + 8), a31 = _mm256_loadu_ps(out + 3 * ld + 8);
+      a41 = _mm256_loadu_ps(out + 4 * ld + 8), a51 = _mm256_loadu_ps(out + 5 * ld + 8);
+    }
+  }
+  for (int64_t t = 0; t < depth; ++t, wp += kDirectBlock) {
+    const int64_t o = off[t];
+    const __m256 w0 = _mm256_loadu_ps(wp);
+    __m256 b;
+    if constexpr (KV == 2) {
+      const __m256 w1 = _mm256_loadu_ps(wp + 8);
+#define MN_DIRECT_STEP(J)                     \
+  b = _mm256_broadcast_ss(x##J + o);          \
+  a##J##0 = _mm256_fmadd_ps(w0, b, a##J##0); \
+  a##J##1 = _mm256_fmadd_ps(w1, b, a##J##1);
+      MN_DIRECT_STEP(0)
+      MN_DIRECT_STEP(1)
+      MN_DIRECT_STEP(2)
+      MN_DIRECT_STEP(3)
+      MN_DIRECT_STEP(4)
+      MN_DIRECT_STEP(5)
+#undef MN_DIRECT_STEP
+    } else {
+#define MN_DIRECT_STEP(J)            \
+  b = _mm256_broadcast_ss(x##J + o); \
+  a##J##0 = _mm256_fmadd_ps(w0, b, a##J##0);
+      MN_DIRECT_STEP(0)
+      MN_DIRECT_STEP(1)
+      MN_DIRECT_STEP(2)
+      MN_DIRECT_STEP(3)
+      MN_DIRECT_STEP(4)
+      MN_DIRECT_STEP(5)
+#undef MN_DIRECT_STEP
+    }
+  }
+  _mm256_storeu_ps(out + 0 * ld, a00);
+  _mm256_storeu_ps(out + 1 * ld, a10);
+  _mm256_storeu_ps(out + 2 * ld, a20);
+  _mm256_storeu_ps(out + 3 * ld, a30);
+  _mm256_storeu_ps(out + 4 * ld, a40);
+  _mm256_storeu_ps(out + 5 * ld, a50);
+  if constexpr (KV == 2) {
+    _mm256_storeu_ps(out + 0 * ld + 8, a01);
+    _mm256_storeu_ps(out + 1 * ld + 8, a11);
+    _mm256_storeu_ps(out + 2 * ld + 8, a21);
+    _mm256_storeu_ps(out + 3 * ld + 8, a31);
+    _mm256_storeu_ps(out + 4 * ld + 8, a41);
+    _mm256_storeu_ps(out + 5 * ld + 8, a51);
+  }
+}
+
+}  // namespace
+
+void direct_conv_avx2(const DirectConv& d, const float* x, const float* wp, const float* bias,
+                      float* y) {
+  const int64_t P = d.P(), Q = d.Q(), PQ = P * Q;
+  const int64_t Hp = d.H + 2 * d.ph, Wp = d.W + 2 * d.pw, CS = Hp * Wp;
+  const int64_t CRS = d.Ci * d.R * d.S, HW = d.H * d.W;
+  const int64_t blocks = (d.Co + kDirectBlock - 1) / kDirectBlock;
+  const int64_t tiles = (PQ + kNP - 1) / kNP;
+  std::vector<int32_t> off(static_cast<size_t>(CRS));  // (i, r, s) -> i*CS + r*Wp + s
+  for (int64_t i = 0, t = 0; i < d.Ci; ++i)
+    for (int64_t r = 0; r < d.R; ++r)
+      for (int64_t s = 0; s < d.S; ++s) off[t++] = static_cast<int32_t>(i * CS + r * Wp + s);
+  // Input channels per pass over the tiles: the chunk's weights (16 per step)
+  // and padded input should stay in L1 together (half of a 32 KiB L1; without
+  // chunks conv4's 14x14 layer re-read 100 KB per 6-position tile from L2), but
+  // a chunk keeps at least 32 steps so that reloading the 12 running sums per
+  // tile stays cheap.
+  const int64_t per_channel = (d.R * d.S * kDirectBlock + CS) * int64_t(sizeof(float));
+  const int64_t chunk = std::min(d.Ci, std::max<int64_t>({1, (16 * 1024) / per_channel,
+                                                           (32 + d.R * d.S - 1) / (d.R * d.S)}));
+  // Whole images per chunk when there are enough of them (each image padded once
+  // per thread); else single (image, block) items so that every thread works.
+  const int64_t grain = d.N >= num_threads() ? blocks : 1;
+  parallel_for(0, d.N * blocks, grain, [&](int64_t i0, int64_t i1) {
+    thread_local std::vector<float> padded;
+    if (static_cast<int64_t>(padded.size()) < d.Ci * CS)
+      padded.resize(static_cast<size_t>(d.Ci * CS));
+    float* xp = padded.data();
+    int64_t have = -1;  // the image now in xp
+    thread_local std::vector<float> acc;  // tiles x (6 x 16) running sums
+    acc.resize(static_cast<size_t>(tiles * kNP * kDirectBlock));
+    std::vector<int64_t> bases(static_cast<size_t>(tiles * kNP));
+    for (int64_t t = 0; t < tiles; ++t) {
+      const int64_t pos0 = t * kNP, count = std::min<int64_t>(kNP, PQ - pos0);
+      for (int j = 0; j < kNP; ++j) {  // a short last tile repeats its last position
+        const int64_t pos = pos0 + std::min<int64_t>(j, count - 1);
+        bases[t * kNP + j] = (pos / Q) * Wp + pos % Q;
+      }
+    }
+    for (int64_t item = i0; item < i1; ++item) {
+      const int64_t n = item / blocks, ob = item % blocks;
+      if (n != have) {  // zero-padded copy of image n: (Ci, Hp, Wp)
+        const float* xn = x + n * d.Ci * HW;
+        std::fill(xp, xp + d.Ci * CS, 0.0f);
+        for (int64_t i = 0; i < d.Ci; ++i)
+          for (int64_t h = 0; h < d.H; ++h)
+            std::memcpy(xp + i * CS + (h + d.ph) * Wp + d.pw, xn + i * HW + h * d.W,
+                        sizeof(float) * d.W);
+        have = n;
+      }
+      const int64_t o0 = ob * kDirectBlock, width = std::min(kDirectBlock, d.Co - o0);
+      const int64_t ld = width > 8 ? 16 : 8;
+      const float* wb = wp + ob * CRS * kDirectBlock;
+      // Channel chunks, in order; every tile's sums continue across them.
+      for (int64_t c0 = 0; c0 < d.Ci; c0 += chunk) {
+        const int64_t t0 = c0 * d.R * d.S, depth = std::min(chunk, d.Ci - c0) * d.R * d.S;
+        for (int64_t t = 0; t < tiles; ++t) {
+          float* out = acc.data() + t * kNP * kDirectBlock;
+          if (width > 8) {
+            tile<2>(xp, &bases[t * kNP], wb + t0 * kDirectBlock, off.data() + t0, depth, c0 > 0,
+                    out);
+          } else {
+            tile<1>(xp, &bases[t * kNP], wb + t0 * kDirectBlock, off.data() + t0, depth, c0 > 0,
+                    out);
+          }
+        }
+      }
+      for (int64_t lane = 0; lane < width; ++lane) {
+        const float bo = bias ? bias[o0 + lane] : 0.0f;
+        float* yrow = y + (n * d.Co + o0 + lane) * PQ;
+        for (int64_t t = 0; t < tiles; ++t) {
+          const float* out = acc.data() + t * kNP * kDirectBlock;
+          const int64_t pos0 = t * kNP, count = std::min<int64_t>(kNP, PQ - pos0);
+          for (int64_t j = 0; j < count; ++j) yrow[pos0 + j] = out[j * ld + lane] + bo;
+        }
+      }
+    }
+  });
+}
+
+// Backward-weight with the same register tile, roles exchanged: 6 taps (i, r, s)
+// x 16 output channels, the reduction running over the output positions of
+// every image: dW^T[tap, o] = sum_n sum_pos dy_n^T[pos, o] * xpad_n[tap_off + base(pos)],
+// dy_n^T (P*Q, 16 per block) transposed per image so that 16 channels load as
+// two vectors. The (block, tap-tile) items are split over the threads; each
+// thread walks all images in order (padding and transposing each for itself,
+// ~1/depth of the work), so every weight gradient is one sum over n, then pos,
+// whatever the thread count.
+void direct_conv_weight_avx2(const DirectConv& d, const float* x, const float* dy, float* dw) {
+  const int64_t P = d.P(), Q = d.Q(), PQ = P * Q;
+  const int64_t Hp = d.H + 2 * d.ph, Wp = d.W + 2 * d.pw, CS = Hp * Wp;
+  const int64_t CRS = d.Ci * d.R * d.S, HW = d.H * d.W;
+  const int64_t blocks = (d.Co + kDirectBlock - 1) / kDirectBlock;
+  const int64_t tap_tiles = (CRS + kNP - 1) / kNP, items = blocks * tap_tiles;
+  std::vector<int64_t> taps(static_cast<size_t>(tap_tiles * kNP));  // padded-input offsets
+  for (int64_t t = 0; t < tap_tiles * kNP; ++t) {
+    const int64_t tap = std::min(t, CRS - 1);  // a short last tile repeats its last tap
+    const int64_t i = tap / (d.R * d.S), r = (tap / d.S) % d.R, s = tap % d.S;
+    taps[t] = i * CS + r * Wp + s;
+  }
+  std::vector<int32_t> pbase(static_cast<size_t>(PQ));  // position -> p*Wp + q
+  for (int64_t pos = 0; pos < PQ; ++pos) pbase[pos] = static_cast<int32_t>((pos / Q) * Wp + pos % Q);
+  std::vector<float> acc(static_cast<size_t>(items * kNP * kDirectBlock));
+  parallel_for(0, items, 1, [&](int64_t i0, int64_t i1) {
+    thread_local std::vector<float> padded, dyt;
+    padded.resize(static_cast<size_t>(d.Ci * CS));
+    dyt.resize(static_cast<size_t>(blocks * PQ * kDirectBlock));
+    float* xp = padded.data();
+    const int64_t ob0 = i0 / tap_tiles, ob1 = (i1 - 1) / tap_tiles + 1;  // blocks this thread needs
+    for (int64_t n = 0; n < d.N; ++n) {
+      const float* xn = x + n * d.Ci * HW;
+      std::fill(xp, xp + d.Ci * CS, 0.0f);
+      for (int64_t i = 0; i < d.Ci; ++i)
+        for (int64_t h = 0; h < d.H; ++h)
+          std::memcpy(xp + i * CS + (h + d.ph) * Wp + d.pw, xn + i * HW + h * d.W,
+                      sizeof(float) * d.W);
+      const float* dyn = dy + n * d.Co * PQ;
+      for (int64_t ob = ob0; ob < ob1; ++ob) {  // dyt[ob][pos][lane] = dy_n[ob*16 + lane][pos]
+        float* blk = dyt.data() + ob * PQ * kDirectBlock;
+        for (int64_t lane = 0; lane < kDirectBlock; ++lane) {
+          const int64_t o = ob * kDirectBlock + lane;
+          if (o < d.Co) {
+            const float* src = dyn + o * PQ;
+            for (int64_t pos = 0; pos < PQ; ++pos) blk[pos * kDirectBlock + lane] = src[pos];
+          } else {
+            for (int64_t pos = 0; pos < PQ; ++pos) blk[pos * kDirectBlock + lane] = 0.0f;
+          }
+        }
+      }
+      for (int64_t item = i0; item < i1; ++item) {
+        const int64_t ob = item / tap_tiles, tt = item % tap_tiles;
+        const float* blk = dyt.data() + ob * PQ * kDirectBlock;
+        float* out = acc.data() + item * kNP * kDirectBlock;
+        if (d.Co - ob * kDirectBlock > 8) {
+          tile<2>(xp, &taps[tt * kNP], blk, pbase.data(), PQ, n > 0, out);
+        } else {
+          tile<1>(xp, &taps[tt * kNP], blk, pbase.data(), PQ, n > 0, out);
+        }
+      }
+    }
+  });
+  // dw (Co, CRS) from the items' (6 taps x 16 channels) tiles.
+  parallel_for(0, items, 16, [&](int64_t i0, int64_t i1) {
+    for (int64_t item = i0; item < i1; ++item) {
+      const int64_t ob = item / tap_tiles, tt = item % tap_tiles;
+      const int64_t width = std::min(kDirectBlock, d.Co - ob * kDirectBlock), ld = width > 8 ? 16 : 8;
+      const float* out = acc.data() + item * kNP * kDirectBlock;
+      for (int64_t j = 0; j < kNP && tt * kNP + j < CRS; ++j)
+        for (int64_t lane = 0; lane < width; ++lane)
+          dw[(ob * kDirectBlock + lane) * CRS + tt * kNP + j] = out[j * ld + lane];
+    }
+  });
+}
+
+}  // namespace mn::kernels::detail
