@@ -36,7 +36,9 @@ Ref reference(const Tensor& x, const Tensor& a, const Tensor& gy) {
 }
 
 TEST(PReLU, MatchesDirectLoopsPerChannelAndShared) {
-  for (Shape shape : std::vector<Shape>{{3, 4, 2, 5}, {6, 7}}) {
+  // Planes of 10 (eight lanes and a tail) and 24 positions; (N, C) rows with one
+  // and with three 64-channel blocks of the slope gradient's S = 1 path.
+  for (Shape shape : std::vector<Shape>{{3, 4, 2, 5}, {2, 3, 4, 6}, {6, 7}, {5, 130}}) {
     for (int64_t na : {int64_t{1}, shape[1]}) {
       for (DType dt : {DType::F64, DType::F32}) {
         Tensor x = test::rand(shape, -2, 2, dt, Device::cpu(), 5);
