@@ -100,17 +100,22 @@ bool conv2d_cpu_vector_direct_applies(const Conv2dGeom& g, Conv2dPass pass) {
 
 namespace {
 
+// Packs the weights, weight(o, i, r, s) read through `at`, and runs the kernel.
+template <typename F>
+void run_direct(const detail::DirectConv& d, const float* x, F&& at, const float* bias, float* y) {
+  thread_local std::vector<float> wp;
+  wp.resize(static_cast<size_t>(detail::direct_packed_size(d)));
+  detail::pack_direct_weights(d, wp.data(), at);
+  detail::direct_conv_avx2(d, x, wp.data(), bias, y);
+}
+
 bool try_direct_forward(const Conv2dGeom& g, const float* x, const float* w, const float* b,
                         float* y) {
   if (!conv2d_cpu_vector_direct_applies(g, Conv2dPass::Forward)) return false;
-  const detail::DirectConv d = direct_forward(g);
-  thread_local std::vector<float> wp;
-  wp.resize(static_cast<size_t>(detail::direct_packed_size(d)));
   const int64_t CRS = g.C * g.R * g.S;
-  detail::pack_direct_weights(d, wp.data(), [&](int64_t o, int64_t i, int64_t r, int64_t s) {
+  run_direct(direct_forward(g), x, [&](int64_t o, int64_t i, int64_t r, int64_t s) {
     return w[o * CRS + (i * g.R + r) * g.S + s];
-  });
-  detail::direct_conv_avx2(d, x, wp.data(), b, y);
+  }, b, y);
   return true;
 }
 template <typename T>
@@ -120,14 +125,10 @@ bool try_direct_forward(const Conv2dGeom&, const T*, const T*, const T*, T*) {
 
 bool try_direct_backward_data(const Conv2dGeom& g, const float* dy, const float* w, float* dx) {
   if (!conv2d_cpu_vector_direct_applies(g, Conv2dPass::BackwardData)) return false;
-  const detail::DirectConv d = direct_backward_data(g);
-  thread_local std::vector<float> wp;
-  wp.resize(static_cast<size_t>(detail::direct_packed_size(d)));
   const int64_t CRS = g.C * g.R * g.S;
-  detail::pack_direct_weights(d, wp.data(), [&](int64_t c, int64_t k, int64_t r, int64_t s) {
+  run_direct(direct_backward_data(g), dy, [&](int64_t c, int64_t k, int64_t r, int64_t s) {
     return w[k * CRS + (c * g.R + (g.R - 1 - r)) * g.S + (g.S - 1 - s)];
-  });
-  detail::direct_conv_avx2(d, dy, wp.data(), nullptr, dx);
+  }, nullptr, dx);
   return true;
 }
 template <typename T>
