@@ -247,6 +247,7 @@ TEST(Conv2dKernel, CpuResultsIndependentOfThreadCount) {
 // backward-weight against the direct loops, on shapes that take it: 16 + 8
 // output channels (a half block), P*Q and C*R*S not multiples of the 6-wide
 // tiles, one image (the work split over channel blocks instead of images),
+// images summed in groups with a short last group (backward-weight),
 // asymmetric kernels and padding, a 3x3 map, a reduction long enough to be cut
 // into channel chunks (64 x 3 x 3 on 14x14). Each is also run with 1, 2 and 3
 // threads, which must agree bit for bit.
@@ -269,6 +270,8 @@ TEST(Conv2dKernel, VectorDirectMatchesReferenceAndIsThreadIndependent) {
       {{1, 32, 7, 7}, {32, 32, 3, 3}, params(1, 1, 1, 1), true},
       {{2, 8, 9, 11}, {16, 8, 3, 5}, params(1, 1, 1, 2), true},
       {{5, 64, 3, 3}, {8, 64, 3, 3}, params(1, 1, 1, 1), true},
+      // backward-weight sums images in groups of ceil(128 / P*Q) = 6: a group of 6, then 1
+      {{7, 16, 5, 5}, {16, 16, 3, 3}, params(1, 1, 1, 1), true},
   };
   const int saved = num_threads();
   for (const VCase& c : cases) {
