@@ -14,8 +14,8 @@
 //               pool (per-thread column buffers; per-chunk weight-gradient partials
 //               reduced in a fixed order, so results are deterministic). Float
 //               stride-1 layers on small images (conv4's 3x3 layers, the sampling
-//               net's second layer) run forward and backward-data as a vectorised
-//               direct convolution instead (AVX2, kernels/cpu/conv2d_direct_avx2.cpp).
+//               net's second layer) run all three passes as a vectorised direct
+//               convolution instead (AVX2, kernels/cpu/conv2d_direct_avx2.cpp).
 //               CUDA: implicit GEMM (float: 128x128, 64x256 or 64x128 tiles of 8-deep
 //               k-slices; double: 64x64x16), stride-1 backward-data as the forward
 //               GEMM of dy and flipped weights; backward-weight splits the N*P*Q

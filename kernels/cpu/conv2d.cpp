@@ -24,6 +24,8 @@
 // accumulates one partial per chunk of images and sums them in chunk order; its
 // chunks are fixed (min(N, 16), not one per thread), so the rounding of the sum,
 // and the result, is the same for any number of threads.
+// Float stride-1 layers on small maps bypass all of this for a vectorised direct
+// convolution (kernels/cpu/conv2d_direct_avx2.cpp; when: see direct_ok below).
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -66,7 +68,8 @@ namespace {
 // outputs at the full depth: taken only where that is at most 1.25x the forward
 // work (3x3 "same" layers), not for unpadded 5x5 layers (2.25x). Everything
 // else, double, the scalar ISA and a GEMM variant forced by
-// set_cpu_gemm_variant keep the implicit GEMM.
+// set_cpu_gemm_variant keep the implicit GEMM. On AVX-512 CPUs the same AVX2
+// kernel runs (not yet measured there against the AVX-512 GEMM path).
 constexpr int64_t kDirectMaxImageBytes = 256 * 1024;
 constexpr int64_t kDirectMinDepth = 64, kDirectMaxDepth = 1024;
 
