@@ -44,6 +44,21 @@ Variable max_pool2d(const Variable& x, const kernels::Pool2dParams& p) {
       "max_pool2d");
 }
 
+Variable prelu_max_pool2d(const Variable& x, const Variable& a, const kernels::Pool2dParams& p) {
+  MN_CHECK(x.defined() && a.defined(), "prelu_max_pool2d: input and weight must be defined");
+  auto [y, argmax] = kernels::prelu_max_pool2d_forward(x.data(), a.data(), p);
+  if (!any_requires_grad({x, a})) return make_variable(y, {x, a}, nullptr, "prelu_max_pool2d");
+  Tensor xs = x.data(), as = a.data(), am = argmax;
+  const bool nx = x.requires_grad(), na = a.requires_grad();
+  return make_variable(
+      y, {x, a},
+      [xs, as, am, p, nx, na](const Tensor& dy) {
+        auto g = kernels::prelu_max_pool2d_backward(xs, as, dy, am, p);
+        return std::vector<Tensor>{nx ? g.first : Tensor(), na ? g.second : Tensor()};
+      },
+      "prelu_max_pool2d");
+}
+
 Variable avg_pool2d(const Variable& x, const kernels::Pool2dParams& p) {
   Tensor y = kernels::avg_pool2d_forward(x.data(), p);
   if (!any_requires_grad({x})) return make_variable(y, {x}, nullptr, "avg_pool2d");

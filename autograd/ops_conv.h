@@ -3,12 +3,14 @@
 //   conv2d      input (for dW) and weight (for dX), each only when the other side
 //               needs a gradient; bias needs nothing saved.
 //   max_pool2d  the int32 argmax (not the input).
+//   prelu_max_pool2d  the input, the slope and the argmax.
 //   avg_pool2d  nothing but shapes.
 //   linear      input and weight, as for conv2d.
 #pragma once
 #include "autograd/variable.h"
 #include "kernels/conv2d.h"
 #include "kernels/pool.h"
+#include "kernels/prelu_pool.h"
 
 namespace mn::ag {
 
@@ -18,6 +20,9 @@ Variable conv2d(const Variable& x, const Variable& w, const Variable& b,
 // (N, C, H, W) -> (N, C, P, Q).
 Variable max_pool2d(const Variable& x, const kernels::Pool2dParams& p);
 Variable avg_pool2d(const Variable& x, const kernels::Pool2dParams& p);
+// max_pool2d(prelu(x, a), p) as one node (kernels/prelu_pool.h): the same values
+// and gradients without the full-size PReLU activation. Gradients for x and a.
+Variable prelu_max_pool2d(const Variable& x, const Variable& a, const kernels::Pool2dParams& p);
 // x (N, in), w (out, in), b (out) or undefined -> (N, out) = x W^T + b.
 Variable linear(const Variable& x, const Variable& w, const Variable& b);
 // (N, d1, d2, ...) -> (N, d1*d2*...): a view when x is contiguous.

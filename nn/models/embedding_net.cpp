@@ -50,8 +50,11 @@ Variable EmbeddingNet::forward(const Variable& x) {
                x.size(3) == opt_.input_size,
            "EmbeddingNet: expected input (N, ", opt_.in_channels, ", ", opt_.input_size, ", ", opt_.input_size,
            "), got ", x.data().desc());
-  Variable h = pool_->forward(p1_->forward(conv1_->forward(x)));
-  h = pool_->forward(p2_->forward(conv2_->forward(h)));
+  // PReLU then 2x2 max-pool as one op (autograd/ops_conv.h): the same values and
+  // gradients as p1_ then pool_, without the full-size PReLU activation.
+  const kernels::Pool2dParams& pp = pool_->params();
+  Variable h = ag::prelu_max_pool2d(conv1_->forward(x), p1_->weight(), pp);
+  h = ag::prelu_max_pool2d(conv2_->forward(h), p2_->weight(), pp);
   h = ag::flatten_batch(h);
   h = p3_->forward(fc1_->forward(h));
   h = p4_->forward(fc2_->forward(h));
