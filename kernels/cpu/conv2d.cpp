@@ -25,7 +25,8 @@
 // chunks are fixed (min(N, 16), not one per thread), so the rounding of the sum,
 // and the result, is the same for any number of threads.
 // Float stride-1 layers on small maps bypass all of this for a vectorised direct
-// convolution (kernels/cpu/conv2d_direct_avx2.cpp; when: see direct_ok below).
+// convolution (kernels/cpu/conv2d_direct_avx2.cpp; when: see direct_ok and
+// direct_data_kernel below).
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -64,9 +65,12 @@ namespace {
 // 3.3 ms, the sampling net's conv2 15.9 -> 7.4 ms; bench/README.md). Koch's
 // layers 3 and 4 (depth 2048) were no faster (layer 4 forward 5.1 -> 5.8 ms):
 // the GEMM path already runs them near the micro-kernel's speed. Backward-data
-// runs as a forward correlation of dy padded by R-1-ph, which computes H*W
-// outputs at the full depth: taken only where that is at most 1.25x the forward
-// work (3x3 "same" layers), not for unpadded 5x5 layers (2.25x). Everything
+// takes one of two kernels (see direct_data_kernel): the forward correlation of
+// dy padded by R-1-ph (computes H*W outputs at the full depth: 1.25x the
+// forward work or less only for 3x3 "same" layers), or a scatter kernel that
+// does exactly the forward's work at any padding, which serves the unpadded
+// 5x5 layer (sampling conv2 backward-data 12.8 -> 7.8 ms, medians of 10
+// alternating rounds, 2026-11-27) and conv4 block 4's 3x3 maps. Everything
 // else, double, the scalar ISA and a GEMM variant forced by
 // set_cpu_gemm_variant keep the implicit GEMM. On AVX-512 CPUs the same AVX2
 // kernel runs (not yet measured there against the AVX-512 GEMM path).
@@ -93,12 +97,32 @@ detail::DirectConv direct_backward_data(const Conv2dGeom& g) {
   return {g.N, g.K, g.P, g.Q, g.C, g.R, g.S, g.R - 1 - g.ph, g.S - 1 - g.pw};
 }
 
+// Backward-data's kernel: the flipped correlation (Flip) where it does at most
+// 1.25x the work and the map has more than kScatterMaxPQ positions, else the
+// scatter kernel (conv2d_direct_avx2.cpp), which does the forward's work at any
+// padding. Measured on the 2-core AVX2 EPYC, batch 128, bench_conv medians of
+// alternating runs (2026-11-27): the sampling net's conv2 (flip: 2.25x the
+// work) takes the scatter; conv4 block 2 (14x14) flip 14.8 vs scatter 16.2 ms
+// and block 3 (7x7) 4.14 vs 4.73 ms (6 rounds) keep the flip; block 4 (3x3
+// maps) scatter 0.99 vs flip 1.11 ms (8 rounds; 1.02 vs 1.03 in 6 more): a
+// small gain near the noise, likely because the flip pads every 3x3 dy map to
+// 5x5 (192 copies of 3-float rows per image) for ~0.7 MFLOP of work. The
+// threshold lies between the measured 9 and 49 positions.
+enum class DirectData { None, Flip, Scatter };
+constexpr int64_t kScatterMaxPQ = 16;
+DirectData direct_data_kernel(const Conv2dGeom& g) {
+  if (!unit_stride(g)) return DirectData::None;
+  if (4 * g.H * g.W <= 5 * g.P * g.Q && g.P * g.Q > kScatterMaxPQ &&
+      direct_ok(direct_backward_data(g)))
+    return DirectData::Flip;
+  return direct_ok(direct_forward(g)) ? DirectData::Scatter : DirectData::None;
+}
+
 }  // namespace
 
 bool conv2d_cpu_vector_direct_applies(const Conv2dGeom& g, Conv2dPass pass) {
-  if (!unit_stride(g)) return false;
-  if (pass != Conv2dPass::BackwardData) return direct_ok(direct_forward(g));
-  return 4 * g.H * g.W <= 5 * g.P * g.Q && direct_ok(direct_backward_data(g));
+  if (pass == Conv2dPass::BackwardData) return direct_data_kernel(g) != DirectData::None;
+  return unit_stride(g) && direct_ok(direct_forward(g));
 }
 
 namespace {
@@ -127,7 +151,16 @@ bool try_direct_forward(const Conv2dGeom&, const T*, const T*, const T*, T*) {
 }
 
 bool try_direct_backward_data(const Conv2dGeom& g, const float* dy, const float* w, float* dx) {
-  if (!conv2d_cpu_vector_direct_applies(g, Conv2dPass::BackwardData)) return false;
+  const DirectData kernel = direct_data_kernel(g);
+  if (kernel == DirectData::None) return false;
+  if (kernel == DirectData::Scatter) {
+    const detail::DirectConv d = direct_forward(g);
+    thread_local std::vector<float> wpT;
+    wpT.resize(static_cast<size_t>(detail::direct_data_packed_size(d)));
+    detail::pack_direct_data_weights(d, w, wpT.data());
+    detail::direct_conv_data_avx2(d, dy, wpT.data(), dx);
+    return true;
+  }
   const int64_t CRS = g.C * g.R * g.S;
   run_direct(direct_backward_data(g), dy, [&](int64_t c, int64_t k, int64_t r, int64_t s) {
     return w[k * CRS + (c * g.R + (g.R - 1 - r)) * g.S + (g.S - 1 - s)];

@@ -1,7 +1,9 @@
 // Vectorised direct convolution (AVX2 + FMA, float) for stride-1 layers on
 // small images: the conv4 trunk's 3x3 layers on 14x14, 7x7 and 3x3 maps, the
-// sampling study's 5x5 layer on 12x12 maps; forward, backward-data (run as the
-// forward correlation of dy with flipped weights) and backward-weight.
+// sampling study's 5x5 layer on 12x12 maps; forward, backward-data (either run
+// as the forward correlation of dy with flipped weights, or by the scatter
+// kernel direct_conv_data_avx2 at the end of this file; conv2d.cpp picks) and
+// backward-weight.
 //
 // Why not the implicit-GEMM path of conv2d.cpp for these: its row source fills
 // im2col rows a few positions at a time (Q = 3..14), and `perf` put 22-24 % of
@@ -262,6 +264,183 @@ void direct_conv_weight_avx2(const DirectConv& d, const float* x, const float* d
       for (int64_t j = 0; j < kNP && tt * kNP + j < CRS; ++j)
         for (int64_t lane = 0; lane < width; ++lane)
           dw[(ob * kDirectBlock + lane) * CRS + tt * kNP + j] = out[j * ld + lane];
+    }
+  });
+}
+
+// ---- backward-data by scatter --------------------------------------------------
+// Why: backward-data as a correlation of dy padded by R-1-ph computes H*W
+// outputs at depth Co*R*S; for an unpadded 5x5 layer on 12x12 (the sampling
+// net's conv2: 144 outputs vs 64 positions) that is 2.25x the forward's work,
+// and the GEMM path (col = W^T dY, then col2im) ran at ~0.7x PyTorch's oneDNN.
+// The scatter does exactly the forward's multiply-adds at any padding:
+//   dx[c, p - ph + r, q - pw + s] += sum_o w[o, c, r, s] * dy[o, p, q]
+// Same register tile as above, roles changed: 6 dy positions (consecutive in
+// P*Q order, so no lane idles at row ends) x 16 input channels, reduced over
+// o (per step: two weight loads, six broadcasts of dy[o, pos..pos+5], 12 FMAs).
+// The 12 sums then go to six rows of a per-thread buffer holding the padded dx
+// of one 16-channel block transposed, (Hp*Wp, 16): tap (r, s) of position
+// (p, q) lands on row (p + r)*Wp + q + s, so every tile adds to six whole
+// 64-byte rows and padding needs no bounds checks (border rows are dropped).
+// Per (image, channel block) the loop is tap, then tile, so one tap's weights
+// (Co x 16 floats, 4 KiB at Co = 64) stay in L1. (Tile-outer order and groups
+// of tiles that keep dy in L1 measured the same, single thread, 2026-11-27.)
+// Every dx element is one running sum over the taps in (r, s) order, each tap
+// over o in order, continued from the buffer's value: a fixed order whoever
+// computes it. Single thread, batch 32 (GFLOP/s, scatter / flip / forward):
+// sampling conv2 81-83 / 39 / 83-86, conv4 block 2 72-76 / 82-85 / 81-86,
+// block 3 76-81 / 76-78, block 4 66-67 / 61-62.
+namespace {
+
+// The 6 positions x 16 input channels of one tap (r, s), summed over o and added
+// into the transposed dx buffer:
+//   buf[row[j] + lane] += sum_{o < depth} wp[o * 16 + lane] * dy[o * PQ + pos[j]],
+// each row[j] + lane one running sum continued from the buffer's value, over o
+// in order. A short last tile repeats its last position: the repeated rows
+// compute and store the same value twice.
+template <int KV>
+__attribute__((target("avx2,fma"))) void scatter_tile(const float* dy, const int64_t* pos,
+                                                      int64_t PQ, const float* wp, int64_t depth,
+                                                      float* buf, const int64_t* row) {
+  const int64_t b0 = pos[0], b1 = pos[1], b2 = pos[2], b3 = pos[3], b4 = pos[4], b5 = pos[5];
+  float* const o0 = buf + row[0];
+  float* const o1 = buf + row[1];
+  float* const o2 = buf + row[2];
+  float* const o3 = buf + row[3];
+  float* const o4 = buf + row[4];
+  float* const o5 = buf + row[5];
+  __m256 a00 = _mm256_loadu_ps(o0), a10 = _mm256_loadu_ps(o1), a20 = _mm256_loadu_ps(o2);
+  __m256 a30 = _mm256_loadu_ps(o3), a40 = _mm256_loadu_ps(o4), a50 = _mm256_loadu_ps(o5);
+  __m256 a01 = a00, a11 = a00, a21 = a00, a31 = a00, a41 = a00, a51 = a00;
+  if constexpr (KV == 2) {
+    a01 = _mm256_loadu_ps(o0 + 8), a11 = _mm256_loadu_ps(o1 + 8), a21 = _mm256_loadu_ps(o2 + 8);
+    a31 = _mm256_loadu_ps(o3 + 8), a41 = _mm256_loadu_ps(o4 + 8), a51 = _mm256_loadu_ps(o5 + 8);
+  }
+  const float* dyo = dy;
+  for (int64_t t = 0; t < depth; ++t, wp += kDirectBlock, dyo += PQ) {
+    const __m256 w0 = _mm256_loadu_ps(wp);
+    const __m256 w1 = KV == 2 ? _mm256_loadu_ps(wp + 8) : w0;
+    __m256 b;
+#define MN_DIRECT_STEP(J)                                          \
+  b = _mm256_broadcast_ss(dyo + b##J);                             \
+  a##J##0 = _mm256_fmadd_ps(w0, b, a##J##0);                       \
+  if constexpr (KV == 2) a##J##1 = _mm256_fmadd_ps(w1, b, a##J##1);
+    MN_DIRECT_STEP(0)
+    MN_DIRECT_STEP(1)
+    MN_DIRECT_STEP(2)
+    MN_DIRECT_STEP(3)
+    MN_DIRECT_STEP(4)
+    MN_DIRECT_STEP(5)
+#undef MN_DIRECT_STEP
+  }
+  _mm256_storeu_ps(o0, a00);
+  _mm256_storeu_ps(o1, a10);
+  _mm256_storeu_ps(o2, a20);
+  _mm256_storeu_ps(o3, a30);
+  _mm256_storeu_ps(o4, a40);
+  _mm256_storeu_ps(o5, a50);
+  if constexpr (KV == 2) {
+    _mm256_storeu_ps(o0 + 8, a01);
+    _mm256_storeu_ps(o1 + 8, a11);
+    _mm256_storeu_ps(o2 + 8, a21);
+    _mm256_storeu_ps(o3 + 8, a31);
+    _mm256_storeu_ps(o4 + 8, a41);
+    _mm256_storeu_ps(o5 + 8, a51);
+  }
+}
+
+// dx (width, H, W) = the interior of buf (Hp*Wp, 16), transposed. Rows of at
+// least 8 columns go through 8x8 register transposes (8 channels x 8 columns)
+// where the block has 8 channels; the rest element by element. (An element-by-element copy of everything took ~7 % of
+// the scatter's time on conv4 block 2, perf, 2026-11-27.)
+__attribute__((target("avx2,fma"))) void unpack_block(const DirectConv& d, const float* buf,
+                                                      int64_t Wp, int64_t width, float* dx) {
+  static_assert(kDirectBlock == 16, "the loads below step over 16-float rows");
+  const int64_t HW = d.H * d.W;
+  for (int64_t l0 = 0; l0 < width; l0 += 8) {
+    const bool full = l0 + 8 <= width;
+    for (int64_t h = 0; h < d.H; ++h) {
+      const float* src = buf + ((h + d.ph) * Wp + d.pw) * kDirectBlock + l0;
+      float* dst = dx + l0 * HW + h * d.W;
+      if (full && d.W >= 8) {
+        for (int64_t w8 = 0; w8 < d.W; w8 += 8) {
+          // The last group overlaps the one before where W % 8 != 0 (the same
+          // values are written twice).
+          const int64_t w = std::min(w8, d.W - 8);
+          // r_k: column w+k's 8 channels; the stores: channel l0+j's 8 columns.
+          const float* s = src + w * kDirectBlock;
+          const __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + 16);
+          const __m256 r2 = _mm256_loadu_ps(s + 32), r3 = _mm256_loadu_ps(s + 48);
+          const __m256 r4 = _mm256_loadu_ps(s + 64), r5 = _mm256_loadu_ps(s + 80);
+          const __m256 r6 = _mm256_loadu_ps(s + 96), r7 = _mm256_loadu_ps(s + 112);
+          const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+          const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+          const __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+          const __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+          const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+          const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+          const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+          const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+          _mm256_storeu_ps(dst + 0 * HW + w, _mm256_permute2f128_ps(u0, u4, 0x20));
+          _mm256_storeu_ps(dst + 1 * HW + w, _mm256_permute2f128_ps(u1, u5, 0x20));
+          _mm256_storeu_ps(dst + 2 * HW + w, _mm256_permute2f128_ps(u2, u6, 0x20));
+          _mm256_storeu_ps(dst + 3 * HW + w, _mm256_permute2f128_ps(u3, u7, 0x20));
+          _mm256_storeu_ps(dst + 4 * HW + w, _mm256_permute2f128_ps(u0, u4, 0x31));
+          _mm256_storeu_ps(dst + 5 * HW + w, _mm256_permute2f128_ps(u1, u5, 0x31));
+          _mm256_storeu_ps(dst + 6 * HW + w, _mm256_permute2f128_ps(u2, u6, 0x31));
+          _mm256_storeu_ps(dst + 7 * HW + w, _mm256_permute2f128_ps(u3, u7, 0x31));
+        }
+        continue;
+      }
+      for (int64_t lane = 0; lane < std::min<int64_t>(8, width - l0); ++lane)
+        for (int64_t w = 0; w < d.W; ++w) dst[lane * HW + w] = src[w * kDirectBlock + lane];
+    }
+  }
+}
+
+}  // namespace
+
+void direct_conv_data_avx2(const DirectConv& d, const float* dy, const float* wpT, float* dx) {
+  const int64_t P = d.P(), Q = d.Q(), PQ = P * Q;
+  const int64_t Hp = d.H + 2 * d.ph, Wp = d.W + 2 * d.pw, HW = d.H * d.W;
+  const int64_t RS = d.R * d.S;
+  const int64_t blocks = (d.Ci + kDirectBlock - 1) / kDirectBlock;
+  const int64_t tiles = (PQ + kNP - 1) / kNP;
+  // Per tile slot: the dy position (a short last tile repeats its last one) and
+  // the buffer row of its tap (0, 0) target, (p*Wp + q) * 16.
+  std::vector<int64_t> pos(static_cast<size_t>(tiles * kNP)), row(pos.size());
+  for (int64_t t = 0; t < tiles * kNP; ++t) {
+    const int64_t ps = std::min(t, PQ - 1);
+    pos[t] = ps;
+    row[t] = ((ps / Q) * Wp + ps % Q) * kDirectBlock;
+  }
+  const int64_t grain = d.N >= num_threads() ? blocks : 1;
+  parallel_for(0, d.N * blocks, grain, [&](int64_t i0, int64_t i1) {
+    // buf (Hp*Wp, 16): the padded dx of one block of 16 channels, transposed
+    // (channels last) so that a position's 16 channels are one 64-byte line.
+    thread_local std::vector<float> storage;
+    const size_t need = static_cast<size_t>(Hp * Wp * kDirectBlock + 16);  // + room to align
+    if (storage.size() < need) storage.resize(need);
+    float* buf = storage.data();
+    buf += (64 - reinterpret_cast<uintptr_t>(buf) % 64) % 64 / sizeof(float);
+    for (int64_t item = i0; item < i1; ++item) {
+      const int64_t n = item / blocks, cb = item % blocks;
+      const int64_t c0 = cb * kDirectBlock, width = std::min(kDirectBlock, d.Ci - c0);
+      const float* dyn = dy + n * d.Co * PQ;
+      std::fill(buf, buf + Hp * Wp * kDirectBlock, 0.0f);
+      for (int64_t tap = 0; tap < RS; ++tap) {
+        const int64_t r = tap / d.S, s = tap % d.S;
+        const float* wt = wpT + (cb * RS + tap) * d.Co * kDirectBlock;
+        float* bt = buf + (r * Wp + s) * kDirectBlock;
+        for (int64_t t = 0; t < tiles; ++t) {
+          if (width > 8) {
+            scatter_tile<2>(dyn, &pos[t * kNP], PQ, wt, d.Co, bt, &row[t * kNP]);
+          } else {
+            scatter_tile<1>(dyn, &pos[t * kNP], PQ, wt, d.Co, bt, &row[t * kNP]);
+          }
+        }
+      }
+      unpack_block(d, buf, Wp, width, dx + (n * d.Ci + c0) * HW);
     }
   });
 }

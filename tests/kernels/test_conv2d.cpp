@@ -12,6 +12,7 @@
 #include "autograd/gradcheck.h"
 #include "autograd/ops_conv.h"
 #include "kernels/conv2d.h"
+#include "kernels/cpu/conv2d_direct.h"
 #include "kernels/gemm_config.h"
 #include "runtime/cpu_features.h"
 #include "runtime/parallel.h"
@@ -242,15 +243,21 @@ TEST(Conv2dKernel, CpuResultsIndependentOfThreadCount) {
   }
 }
 
-// The vectorised direct kernel (float32, stride 1, small images; AVX2): forward
-// with bias against the seven-loop reference in double, backward-data and
-// backward-weight against the direct loops, on shapes that take it: 16 + 8
-// output channels (a half block), P*Q and C*R*S not multiples of the 6-wide
-// tiles, one image (the work split over channel blocks instead of images),
-// images summed in groups with a short last group (backward-weight),
-// asymmetric kernels and padding, a 3x3 map, a reduction long enough to be cut
-// into channel chunks (64 x 3 x 3 on 14x14). Each is also run with 1, 2 and 3
-// threads, which must agree bit for bit.
+// The vectorised direct kernels (float32, stride 1, small images; AVX2): forward
+// with bias against the seven-loop reference in double, backward-data against
+// the direct loops in double, backward-weight against the direct loops, on
+// shapes that take them: 16 + 8 output channels (a half block), P*Q and C*R*S
+// not multiples of the 6-wide tiles, one image (the work split over channel
+// blocks instead of images), images summed in groups with a short last group
+// (backward-weight), asymmetric kernels and padding, a 3x3 map, a reduction
+// long enough to be cut into channel chunks (64 x 3 x 3 on 14x14), and for
+// backward-data's scatter kernel 16 + 8 and 12 input channels (a half block, a
+// part-filled block) and the sampling net's 5x5 layer (P*Q = 64: a short last
+// tile of 4 positions). Each is also run with 1, 2 and 3 threads, which must
+// agree bit for bit. The dispatch sends the backward-data of 3x3 "same" layers
+// on maps of more than 16 positions to the flipped correlation, the others to
+// the scatter kernel, so the scatter kernel is also called directly on every
+// shape (into a NaN-filled dx, which it must overwrite entirely).
 TEST(Conv2dKernel, VectorDirectMatchesReferenceAndIsThreadIndependent) {
   if (!cpu_isa_supported(CpuIsa::Avx2)) {
     std::printf("[  SKIPPED ] this CPU lacks AVX2: the vectorised direct kernel is not used here\n");
@@ -261,17 +268,20 @@ TEST(Conv2dKernel, VectorDirectMatchesReferenceAndIsThreadIndependent) {
   struct VCase {
     Shape x, w;
     Conv2dParams p;
-    bool bwd_data;  // whether backward-data takes the kernel too
   };
   const std::vector<VCase> cases = {
-      {{3, 16, 14, 14}, {64, 16, 3, 3}, params(1, 1, 1, 1), true},
-      {{2, 64, 14, 14}, {24, 64, 3, 3}, params(1, 1, 1, 1), true},
-      {{2, 8, 12, 12}, {24, 8, 5, 5}, params(1, 1, 0, 0), false},  // dx: 2.25x the work
-      {{1, 32, 7, 7}, {32, 32, 3, 3}, params(1, 1, 1, 1), true},
-      {{2, 8, 9, 11}, {16, 8, 3, 5}, params(1, 1, 1, 2), true},
-      {{5, 64, 3, 3}, {8, 64, 3, 3}, params(1, 1, 1, 1), true},
+      {{3, 16, 14, 14}, {64, 16, 3, 3}, params(1, 1, 1, 1)},
+      {{2, 64, 14, 14}, {24, 64, 3, 3}, params(1, 1, 1, 1)},
+      {{2, 8, 12, 12}, {24, 8, 5, 5}, params(1, 1, 0, 0)},
+      {{3, 32, 12, 12}, {64, 32, 5, 5}, params(1, 1, 0, 0)},  // the sampling net's conv2
+      {{1, 32, 12, 12}, {64, 32, 5, 5}, params(1, 1, 0, 0)},
+      {{1, 32, 7, 7}, {32, 32, 3, 3}, params(1, 1, 1, 1)},
+      {{2, 8, 9, 11}, {16, 8, 3, 5}, params(1, 1, 1, 2)},
+      {{2, 24, 10, 9}, {16, 24, 5, 3}, params(1, 1, 2, 0)},
+      {{2, 12, 8, 8}, {8, 12, 3, 3}, params(1, 1, 1, 1)},
+      {{5, 64, 3, 3}, {8, 64, 3, 3}, params(1, 1, 1, 1)},
       // backward-weight sums images in groups of ceil(128 / P*Q) = 6: a group of 6, then 1
-      {{7, 16, 5, 5}, {16, 16, 3, 3}, params(1, 1, 1, 1), true},
+      {{7, 16, 5, 5}, {16, 16, 3, 3}, params(1, 1, 1, 1)},
   };
   const int saved = num_threads();
   for (const VCase& c : cases) {
@@ -281,34 +291,56 @@ TEST(Conv2dKernel, VectorDirectMatchesReferenceAndIsThreadIndependent) {
     Tensor b = test::rand({c.w[0]}, -1, 1, DType::F32, Device::cpu(), 42);
     const kernels::Conv2dGeom g = kernels::conv2d_geometry("test", c.x, c.w, c.p);
     ASSERT_TRUE(kernels::conv2d_cpu_vector_direct_applies(g, Conv2dPass::Forward));
+    ASSERT_TRUE(kernels::conv2d_cpu_vector_direct_applies(g, Conv2dPass::BackwardData));
     ASSERT_TRUE(kernels::conv2d_cpu_vector_direct_applies(g, Conv2dPass::BackwardWeight));
-    ASSERT_EQ(kernels::conv2d_cpu_vector_direct_applies(g, Conv2dPass::BackwardData), c.bwd_data);
     const std::vector<double> ref = reference_conv(x, w, b, c.p);
     Tensor dy = test::rand({g.N, g.K, g.P, g.Q}, -1, 1, DType::F32, Device::cpu(), 43);
     Conv2dParams pd = c.p;
     pd.algo = Conv2dAlgo::Direct;
-    std::vector<float> y1, dx1, dw1;
+    const Tensor dx_ref = kernels::conv2d_backward_data(dy.to(DType::F64), w.to(DType::F64), c.x, pd);
+    // The scatter kernel called directly.
+    const kernels::detail::DirectConv d{g.N, g.C, g.H, g.W, g.K, g.R, g.S, g.ph, g.pw};
+    std::vector<float> wpT(static_cast<size_t>(kernels::detail::direct_data_packed_size(d)));
+    kernels::detail::pack_direct_data_weights(d, w.data<float>(), wpT.data());
+    auto scatter = [&] {
+      Tensor dx = Tensor::empty(c.x, DType::F32);
+      dx.fill_(std::nan(""));
+      kernels::detail::direct_conv_data_avx2(d, dy.data<float>(), wpT.data(), dx.data<float>());
+      return dx;
+    };
+    std::vector<float> y1, dx1, dw1, dxs1;
     for (int threads : {1, 2, 3}) {
       set_num_threads(threads);
       Tensor y = kernels::conv2d_forward(x, w, b, c.p);
       Tensor dx = kernels::conv2d_backward_data(dy, w, c.x, c.p);
       Tensor dw = kernels::conv2d_backward_weight(dy, x, c.w, c.p);
+      Tensor dxs = scatter();
       if (threads == 1) {
         // Forward: float sums of <= 600 products in [-1, 1] (~1e-5 rounding; a
         // wrong or missing term is ~0.25). Backward-weight sums N*P*Q <= 600
-        // products the same way.
+        // products the same way, backward-data K*R*S <= 1600 (measured worst
+        // error 5e-5 at |dx| up to ~40 on the 5x5 layer, against the double
+        // reference; every case stays within 3e-5 + 3e-5 |dx|).
         EXPECT_TRUE(test::all_close(ref, y.to_double_vector(), 1e-4, 1e-4));
-        EXPECT_TRUE(test::all_close(kernels::conv2d_backward_data(dy, w, c.x, pd), dx, 1e-4, 1e-4));
+        EXPECT_TRUE(test::all_close(dx_ref, dx, 1e-4, 1e-4));
+        EXPECT_TRUE(test::all_close(dx_ref, dxs, 1e-4, 1e-4)) << "scatter kernel";
         EXPECT_TRUE(test::all_close(kernels::conv2d_backward_weight(dy, x, c.w, pd), dw, 1e-4, 1e-4));
         y1 = y.to_vector<float>(), dx1 = dx.to_vector<float>(), dw1 = dw.to_vector<float>();
+        dxs1 = dxs.to_vector<float>();
         continue;
       }
       EXPECT_EQ(y.to_vector<float>(), y1) << threads << " threads: forward";
       EXPECT_EQ(dx.to_vector<float>(), dx1) << threads << " threads: backward-data";
       EXPECT_EQ(dw.to_vector<float>(), dw1) << threads << " threads: backward-weight";
+      EXPECT_EQ(dxs.to_vector<float>(), dxs1) << threads << " threads: scatter kernel";
     }
     set_num_threads(saved);
   }
+  // The sampling net's conv2 at its training batch takes the kernel for all three passes.
+  const kernels::Conv2dGeom sampling2 =
+      kernels::conv2d_geometry("test", {128, 32, 12, 12}, {64, 32, 5, 5}, Conv2dParams{});
+  for (Conv2dPass pass : {Conv2dPass::Forward, Conv2dPass::BackwardData, Conv2dPass::BackwardWeight})
+    EXPECT_TRUE(kernels::conv2d_cpu_vector_direct_applies(sampling2, pass)) << int(pass);
   // Not taken where it does not apply: stride 2, output channels not a multiple of
   // 8, a single input channel of a 3x3 kernel (depth 9), Koch's fourth layer
   // (depth 2048), or switched off.
@@ -321,8 +353,16 @@ TEST(Conv2dKernel, VectorDirectMatchesReferenceAndIsThreadIndependent) {
   EXPECT_FALSE(applies({2, 1, 28, 28}, {64, 1, 3, 3}, params(1, 1, 1, 1)));
   EXPECT_FALSE(applies({2, 128, 9, 9}, {256, 128, 4, 4}, params(1, 1, 0, 0)));
   EXPECT_TRUE(applies({2, 16, 14, 14}, {16, 16, 3, 3}, params(1, 1, 1, 1)));
+  auto applies_data = [](const Shape& xs, const Shape& ws, const Conv2dParams& p) {
+    return kernels::conv2d_cpu_vector_direct_applies(kernels::conv2d_geometry("test", xs, ws, p),
+                                                     Conv2dPass::BackwardData);
+  };
+  EXPECT_FALSE(applies_data({2, 32, 12, 12}, {64, 32, 5, 5}, params(2, 2, 0, 0)));
+  EXPECT_FALSE(applies_data({2, 32, 12, 12}, {12, 32, 5, 5}, params(1, 1, 0, 0)));
   kernels::set_conv2d_cpu_vector_direct(false);
   EXPECT_FALSE(applies({2, 16, 14, 14}, {16, 16, 3, 3}, params(1, 1, 1, 1)));
+  for (Conv2dPass pass : {Conv2dPass::Forward, Conv2dPass::BackwardData, Conv2dPass::BackwardWeight})
+    EXPECT_FALSE(kernels::conv2d_cpu_vector_direct_applies(sampling2, pass)) << int(pass);
   kernels::set_conv2d_cpu_vector_direct(true);
 }
 
