@@ -59,8 +59,9 @@ namespace {
 // ---- the vectorised direct path (kernels/cpu/conv2d_direct_avx2.cpp) -----------
 // Taken for float stride-1 layers whose zero-padded input image fits in L2
 // (<= 256 KiB) with a multiple of 8 output channels and a reduction depth
-// C*R*S of 64 to 1024: the conv4 trunk's 3x3 layers after the first and the
-// sampling net's second layer, all three passes (A/B on the 2-core AVX2 EPYC,
+// C*R*S of 64 (the forward: 16) to 1024: the conv4 trunk's 3x3 layers after the
+// first and the sampling net's second layer, all three passes, and the sampling
+// net's first layer forward (A/B on the 2-core AVX2 EPYC,
 // 2026-11-27, batch 128: conv4 block 2 forward 26.6 -> 13.3 ms, block 3 8.6 ->
 // 3.3 ms, the sampling net's conv2 15.9 -> 7.4 ms; bench/README.md). Koch's
 // layers 3 and 4 (depth 2048) were no faster (layer 4 forward 5.1 -> 5.8 ms):
@@ -76,11 +77,17 @@ namespace {
 // kernel runs (not yet measured there against the AVX-512 GEMM path).
 constexpr int64_t kDirectMaxImageBytes = 256 * 1024;
 constexpr int64_t kDirectMinDepth = 64, kDirectMaxDepth = 1024;
+// The forward also for shallower layers: the sampling net's conv1 (1 -> 32, 5x5,
+// depth 25) ran 2.46-2.75 ms on the GEMM path and 1.58-1.87 ms here (batch 128,
+// 3 alternating runs, 2026-11-27 evening; PyTorch 2.02 ms). Its backward-weight
+// stays on the GEMM path (the direct one measured 2x slower at depth 25: the dy
+// transposition dominates).
+constexpr int64_t kDirectMinDepthForward = 16;
 
-bool direct_ok(const detail::DirectConv& d) {
+bool direct_ok(const detail::DirectConv& d, int64_t min_depth = kDirectMinDepth) {
   const int64_t depth = d.Ci * d.R * d.S;
   return conv2d_cpu_vector_direct() && cpu_isa() != CpuIsa::Scalar &&
-         cpu_gemm_variant() == CpuGemmVariant::Auto && d.Co % 8 == 0 && depth >= kDirectMinDepth &&
+         cpu_gemm_variant() == CpuGemmVariant::Auto && d.Co % 8 == 0 && depth >= min_depth &&
          depth <= kDirectMaxDepth && d.ph >= 0 && d.ph < d.R && d.pw >= 0 && d.pw < d.S &&
          d.Ci * (d.H + 2 * d.ph) * (d.W + 2 * d.pw) * int64_t(sizeof(float)) <= kDirectMaxImageBytes;
 }
@@ -122,7 +129,8 @@ DirectData direct_data_kernel(const Conv2dGeom& g) {
 
 bool conv2d_cpu_vector_direct_applies(const Conv2dGeom& g, Conv2dPass pass) {
   if (pass == Conv2dPass::BackwardData) return direct_data_kernel(g) != DirectData::None;
-  return unit_stride(g) && direct_ok(direct_forward(g));
+  const int64_t min_depth = pass == Conv2dPass::Forward ? kDirectMinDepthForward : kDirectMinDepth;
+  return unit_stride(g) && direct_ok(direct_forward(g), min_depth);
 }
 
 namespace {

@@ -110,6 +110,68 @@ void pad_image(const DirectConv& d, const float* xn, float* xp) {
                   sizeof(float) * d.W);
 }
 
+// dst[l * H*W + h*W + w] = buf[((h + oh) * Wp + w + ow) * 16 + l] (+ bias[l]) for
+// l < width, h < H, w < W: a (rows, 16) buffer of 16-channel rows transposed into
+// `width` channel planes (backward-data: the interior of the padded dx; forward:
+// all P*Q positions as one row, H = 1). Rows of at least 8 columns go through
+// 8x8 register transposes (8 channels x 8 columns) where the block has 8
+// channels; the rest element by element. (An element-by-element copy took ~7 %
+// of the scatter's time on conv4 block 2, perf, 2026-11-27; in the forward of
+// the sampling net's conv1, depth 25, it made the layer 2.15-2.51 ms against
+// 1.58-1.87 ms with the transposes, batch 128, 3 alternating runs each.)
+__attribute__((target("avx2,fma"))) void unpack_rows(const float* buf, int64_t H, int64_t W,
+                                                     int64_t Wp, int64_t oh, int64_t ow,
+                                                     int64_t width, const float* bias,
+                                                     float* dst_planes) {
+  static_assert(kDirectBlock == 16, "the loads below step over 16-float rows");
+  const int64_t HW = H * W;
+  for (int64_t l0 = 0; l0 < width; l0 += 8) {
+    const bool full = l0 + 8 <= width;
+    __m256 bv[8];
+    for (int j = 0; j < 8; ++j)
+      bv[j] = _mm256_set1_ps(bias && l0 + j < width ? bias[l0 + j] : 0.0f);
+    for (int64_t h = 0; h < H; ++h) {
+      const float* src = buf + ((h + oh) * Wp + ow) * kDirectBlock + l0;
+      float* dst = dst_planes + l0 * HW + h * W;
+      if (full && W >= 8) {
+        for (int64_t w8 = 0; w8 < W; w8 += 8) {
+          // The last group overlaps the one before where W % 8 != 0 (the same
+          // values are written twice).
+          const int64_t w = std::min(w8, W - 8);
+          // r_k: column w+k's 8 channels; the stores: channel l0+j's 8 columns.
+          const float* s = src + w * kDirectBlock;
+          const __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + 16);
+          const __m256 r2 = _mm256_loadu_ps(s + 32), r3 = _mm256_loadu_ps(s + 48);
+          const __m256 r4 = _mm256_loadu_ps(s + 64), r5 = _mm256_loadu_ps(s + 80);
+          const __m256 r6 = _mm256_loadu_ps(s + 96), r7 = _mm256_loadu_ps(s + 112);
+          const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+          const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+          const __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+          const __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+          const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+          const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+          const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+          const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+          __m256 c[8] = {_mm256_permute2f128_ps(u0, u4, 0x20), _mm256_permute2f128_ps(u1, u5, 0x20),
+                         _mm256_permute2f128_ps(u2, u6, 0x20), _mm256_permute2f128_ps(u3, u7, 0x20),
+                         _mm256_permute2f128_ps(u0, u4, 0x31), _mm256_permute2f128_ps(u1, u5, 0x31),
+                         _mm256_permute2f128_ps(u2, u6, 0x31), _mm256_permute2f128_ps(u3, u7, 0x31)};
+          for (int j = 0; j < 8; ++j) {
+            if (bias) c[j] = _mm256_add_ps(c[j], bv[j]);
+            _mm256_storeu_ps(dst + j * HW + w, c[j]);
+          }
+        }
+        continue;
+      }
+      for (int64_t lane = 0; lane < std::min<int64_t>(8, width - l0); ++lane) {
+        const float b = bias ? bias[l0 + lane] : 0.0f;
+        for (int64_t w = 0; w < W; ++w)
+          dst[lane * HW + w] = bias ? src[w * kDirectBlock + lane] + b : src[w * kDirectBlock + lane];
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void direct_conv_avx2(const DirectConv& d, const float* x, const float* wp, const float* bias,
@@ -119,6 +181,7 @@ void direct_conv_avx2(const DirectConv& d, const float* x, const float* wp, cons
   const int64_t CRS = d.Ci * d.R * d.S, HW = d.H * d.W;
   const int64_t blocks = (d.Co + kDirectBlock - 1) / kDirectBlock;
   const int64_t tiles = (PQ + kNP - 1) / kNP;
+  const bool unpadded = d.ph == 0 && d.pw == 0;  // then x itself is the padded image
   std::vector<int32_t> off(static_cast<size_t>(CRS));  // (i, r, s) -> i*CS + r*Wp + s
   for (int64_t i = 0, t = 0; i < d.Ci; ++i)
     for (int64_t r = 0; r < d.R; ++r)
@@ -138,7 +201,7 @@ void direct_conv_avx2(const DirectConv& d, const float* x, const float* wp, cons
     thread_local std::vector<float> padded;
     if (static_cast<int64_t>(padded.size()) < d.Ci * CS)
       padded.resize(static_cast<size_t>(d.Ci * CS));
-    float* xp = padded.data();
+    const float* xp = padded.data();
     int64_t have = -1;  // the image now in xp
     thread_local std::vector<float> acc;  // tiles x (6 x 16) running sums
     acc.resize(static_cast<size_t>(tiles * kNP * kDirectBlock));
@@ -153,7 +216,11 @@ void direct_conv_avx2(const DirectConv& d, const float* x, const float* wp, cons
     for (int64_t item = i0; item < i1; ++item) {
       const int64_t n = item / blocks, ob = item % blocks;
       if (n != have) {
-        pad_image(d, x + n * d.Ci * HW, xp);
+        if (unpadded) {
+          xp = x + n * d.Ci * HW;
+        } else {
+          pad_image(d, x + n * d.Ci * HW, padded.data());
+        }
         have = n;
       }
       const int64_t o0 = ob * kDirectBlock, width = std::min(kDirectBlock, d.Co - o0);
@@ -172,6 +239,11 @@ void direct_conv_avx2(const DirectConv& d, const float* x, const float* wp, cons
                     out);
           }
         }
+      }
+      if (ld == kDirectBlock) {  // acc is (tiles * 6, 16): all P*Q positions as one row
+        unpack_rows(acc.data(), 1, PQ, PQ, 0, 0, width, bias ? bias + o0 : nullptr,
+                    y + (n * d.Co + o0) * PQ);
+        continue;
       }
       for (int64_t lane = 0; lane < width; ++lane) {
         const float bo = bias ? bias[o0 + lane] : 0.0f;
@@ -200,6 +272,10 @@ void direct_conv_weight_avx2(const DirectConv& d, const float* x, const float* d
   const int64_t CRS = d.Ci * d.R * d.S, HW = d.H * d.W;
   const int64_t blocks = (d.Co + kDirectBlock - 1) / kDirectBlock;
   const int64_t tap_tiles = (CRS + kNP - 1) / kNP, items = blocks * tap_tiles;
+  // Unpadded layers read x in place: a copy of each image per thread (the
+  // sampling net's conv2: 384 memcpy calls of 48 bytes per image) cost ~3 % of
+  // its training step (perf, 2026-11-27).
+  const bool unpadded = d.ph == 0 && d.pw == 0;
   std::vector<int64_t> taps(static_cast<size_t>(tap_tiles * kNP));  // padded-input offsets
   for (int64_t t = 0; t < tap_tiles * kNP; ++t) {
     const int64_t tap = std::min(t, CRS - 1);  // a short last tile repeats its last tap
@@ -221,11 +297,15 @@ void direct_conv_weight_avx2(const DirectConv& d, const float* x, const float* d
     thread_local std::vector<float> padded, dyt;
     padded.resize(static_cast<size_t>(G * IS));
     dyt.resize(static_cast<size_t>(blocks * G * PQ * kDirectBlock));
-    float* xp = padded.data();
+    const float* xp = padded.data();
     const int64_t ob0 = i0 / tap_tiles, ob1 = (i1 - 1) / tap_tiles + 1;  // blocks this thread needs
     for (int64_t n0 = 0; n0 < d.N; n0 += G) {
       const int64_t gn = std::min(G, d.N - n0), steps = gn * PQ;
-      for (int64_t g = 0; g < gn; ++g) pad_image(d, x + (n0 + g) * d.Ci * HW, xp + g * IS);
+      if (unpadded) {  // the group's images lie side by side in x already
+        xp = x + n0 * IS;
+      } else {
+        for (int64_t g = 0; g < gn; ++g) pad_image(d, x + (n0 + g) * d.Ci * HW, padded.data() + g * IS);
+      }
       // dyt[ob][g*PQ + pos][lane] = dy_{n0+g}[ob*16 + lane][pos]
       for (int64_t ob = ob0; ob < ob1; ++ob) {
         float* blk = dyt.data() + ob * G * PQ * kDirectBlock;
@@ -349,55 +429,6 @@ __attribute__((target("avx2,fma"))) void scatter_tile(const float* dy, const int
   }
 }
 
-// dx (width, H, W) = the interior of buf (Hp*Wp, 16), transposed. Rows of at
-// least 8 columns go through 8x8 register transposes (8 channels x 8 columns)
-// where the block has 8 channels; the rest element by element. (An element-by-element copy of everything took ~7 % of
-// the scatter's time on conv4 block 2, perf, 2026-11-27.)
-__attribute__((target("avx2,fma"))) void unpack_block(const DirectConv& d, const float* buf,
-                                                      int64_t Wp, int64_t width, float* dx) {
-  static_assert(kDirectBlock == 16, "the loads below step over 16-float rows");
-  const int64_t HW = d.H * d.W;
-  for (int64_t l0 = 0; l0 < width; l0 += 8) {
-    const bool full = l0 + 8 <= width;
-    for (int64_t h = 0; h < d.H; ++h) {
-      const float* src = buf + ((h + d.ph) * Wp + d.pw) * kDirectBlock + l0;
-      float* dst = dx + l0 * HW + h * d.W;
-      if (full && d.W >= 8) {
-        for (int64_t w8 = 0; w8 < d.W; w8 += 8) {
-          // The last group overlaps the one before where W % 8 != 0 (the same
-          // values are written twice).
-          const int64_t w = std::min(w8, d.W - 8);
-          // r_k: column w+k's 8 channels; the stores: channel l0+j's 8 columns.
-          const float* s = src + w * kDirectBlock;
-          const __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + 16);
-          const __m256 r2 = _mm256_loadu_ps(s + 32), r3 = _mm256_loadu_ps(s + 48);
-          const __m256 r4 = _mm256_loadu_ps(s + 64), r5 = _mm256_loadu_ps(s + 80);
-          const __m256 r6 = _mm256_loadu_ps(s + 96), r7 = _mm256_loadu_ps(s + 112);
-          const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
-          const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
-          const __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
-          const __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
-          const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-          const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-          const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-          const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-          _mm256_storeu_ps(dst + 0 * HW + w, _mm256_permute2f128_ps(u0, u4, 0x20));
-          _mm256_storeu_ps(dst + 1 * HW + w, _mm256_permute2f128_ps(u1, u5, 0x20));
-          _mm256_storeu_ps(dst + 2 * HW + w, _mm256_permute2f128_ps(u2, u6, 0x20));
-          _mm256_storeu_ps(dst + 3 * HW + w, _mm256_permute2f128_ps(u3, u7, 0x20));
-          _mm256_storeu_ps(dst + 4 * HW + w, _mm256_permute2f128_ps(u0, u4, 0x31));
-          _mm256_storeu_ps(dst + 5 * HW + w, _mm256_permute2f128_ps(u1, u5, 0x31));
-          _mm256_storeu_ps(dst + 6 * HW + w, _mm256_permute2f128_ps(u2, u6, 0x31));
-          _mm256_storeu_ps(dst + 7 * HW + w, _mm256_permute2f128_ps(u3, u7, 0x31));
-        }
-        continue;
-      }
-      for (int64_t lane = 0; lane < std::min<int64_t>(8, width - l0); ++lane)
-        for (int64_t w = 0; w < d.W; ++w) dst[lane * HW + w] = src[w * kDirectBlock + lane];
-    }
-  }
-}
-
 }  // namespace
 
 void direct_conv_data_avx2(const DirectConv& d, const float* dy, const float* wpT, float* dx) {
@@ -440,7 +471,7 @@ void direct_conv_data_avx2(const DirectConv& d, const float* dy, const float* wp
           }
         }
       }
-      unpack_block(d, buf, Wp, width, dx + (n * d.Ci + c0) * HW);
+      unpack_rows(buf, d.H, d.W, Wp, d.ph, d.pw, width, nullptr, dx + (n * d.Ci + c0) * HW);
     }
   });
 }

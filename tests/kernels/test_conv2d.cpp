@@ -336,13 +336,42 @@ TEST(Conv2dKernel, VectorDirectMatchesReferenceAndIsThreadIndependent) {
     }
     set_num_threads(saved);
   }
+  // Forward only at depths 16..63 (backward-weight keeps the GEMM there): the
+  // sampling net's conv1 (depth 25, 576 positions: the transposed copy-out) with
+  // a bias, and a map of 4 positions (the element-wise copy-out) without one.
+  struct FCase {
+    Shape x, w;
+    bool bias;
+  };
+  for (const FCase& c : std::vector<FCase>{{{3, 1, 28, 28}, {32, 1, 5, 5}, true},
+                                           {{2, 2, 4, 4}, {24, 2, 3, 3}, false}}) {
+    SCOPED_TRACE("forward only: x " + shape_str(c.x) + " w " + shape_str(c.w));
+    const kernels::Conv2dGeom g = kernels::conv2d_geometry("test", c.x, c.w, Conv2dParams{});
+    ASSERT_TRUE(kernels::conv2d_cpu_vector_direct_applies(g, Conv2dPass::Forward));
+    EXPECT_FALSE(kernels::conv2d_cpu_vector_direct_applies(g, Conv2dPass::BackwardWeight));
+    Tensor x = test::rand(c.x, -1, 1, DType::F32, Device::cpu(), 44);
+    Tensor w = test::rand(c.w, -1, 1, DType::F32, Device::cpu(), 45);
+    Tensor b = c.bias ? test::rand({c.w[0]}, -1, 1, DType::F32, Device::cpu(), 46) : Tensor();
+    std::vector<float> y1;
+    for (int threads : {1, 3}) {
+      set_num_threads(threads);
+      Tensor y = kernels::conv2d_forward(x, w, b, Conv2dParams{});
+      if (threads == 1) {
+        EXPECT_TRUE(test::all_close(reference_conv(x, w, b, Conv2dParams{}), y.to_double_vector(), 1e-4, 1e-4));
+        y1 = y.to_vector<float>();
+      } else {
+        EXPECT_EQ(y.to_vector<float>(), y1) << threads << " threads";
+      }
+    }
+    set_num_threads(saved);
+  }
   // The sampling net's conv2 at its training batch takes the kernel for all three passes.
   const kernels::Conv2dGeom sampling2 =
       kernels::conv2d_geometry("test", {128, 32, 12, 12}, {64, 32, 5, 5}, Conv2dParams{});
   for (Conv2dPass pass : {Conv2dPass::Forward, Conv2dPass::BackwardData, Conv2dPass::BackwardWeight})
     EXPECT_TRUE(kernels::conv2d_cpu_vector_direct_applies(sampling2, pass)) << int(pass);
   // Not taken where it does not apply: stride 2, output channels not a multiple of
-  // 8, a single input channel of a 3x3 kernel (depth 9), Koch's fourth layer
+  // 8, a single input channel of a 3x3 kernel (depth 9 < 16), Koch's fourth layer
   // (depth 2048), or switched off.
   auto applies = [](const Shape& xs, const Shape& ws, const Conv2dParams& p) {
     return kernels::conv2d_cpu_vector_direct_applies(kernels::conv2d_geometry("test", xs, ws, p),
