@@ -42,6 +42,18 @@ constexpr int kNP = 6;  // output positions per register tile
 // variables: as an array GCC kept them in memory and stored all 12 every step.
 // With accumulate, the sums continue from the values in out (the previous
 // channel chunk's); else they start at zero.
+// One reduction step of the 6 x 16 register tile (both tiles below): broadcast the
+// six input values SRC[b0..b5], multiply by the weight vectors w0 (and w1) and add
+// into the named accumulators aJ0 (aJ1).
+#define MN_DIRECT_STEP(SRC, J)                                     \
+  b = _mm256_broadcast_ss((SRC) + b##J);                           \
+  a##J##0 = _mm256_fmadd_ps(w0, b, a##J##0);                       \
+  if constexpr (KV == 2) a##J##1 = _mm256_fmadd_ps(w1, b, a##J##1);
+#define MN_DIRECT_STEPS(SRC)                                       \
+  __m256 b;                                                        \
+  MN_DIRECT_STEP(SRC, 0) MN_DIRECT_STEP(SRC, 1) MN_DIRECT_STEP(SRC, 2) \
+  MN_DIRECT_STEP(SRC, 3) MN_DIRECT_STEP(SRC, 4) MN_DIRECT_STEP(SRC, 5)
+
 template <int KV>
 __attribute__((target("avx2,fma"))) void tile(const float* xp, const int64_t* base,
                                               const float* wp, const int32_t* off, int64_t depth,
@@ -68,18 +80,7 @@ __attribute__((target("avx2,fma"))) void tile(const float* xp, const int64_t* ba
     const float* xo = xp + off[t];
     const __m256 w0 = _mm256_loadu_ps(wp);
     const __m256 w1 = KV == 2 ? _mm256_loadu_ps(wp + 8) : w0;
-    __m256 b;
-#define MN_DIRECT_STEP(J)                                          \
-  b = _mm256_broadcast_ss(xo + b##J);                              \
-  a##J##0 = _mm256_fmadd_ps(w0, b, a##J##0);                       \
-  if constexpr (KV == 2) a##J##1 = _mm256_fmadd_ps(w1, b, a##J##1);
-    MN_DIRECT_STEP(0)
-    MN_DIRECT_STEP(1)
-    MN_DIRECT_STEP(2)
-    MN_DIRECT_STEP(3)
-    MN_DIRECT_STEP(4)
-    MN_DIRECT_STEP(5)
-#undef MN_DIRECT_STEP
+    MN_DIRECT_STEPS(xo)
   }
   _mm256_storeu_ps(out + 0 * ld, a00);
   _mm256_storeu_ps(out + 1 * ld, a10);
@@ -400,18 +401,7 @@ __attribute__((target("avx2,fma"))) void scatter_tile(const float* dy, const int
   for (int64_t t = 0; t < depth; ++t, wp += kDirectBlock, dyo += PQ) {
     const __m256 w0 = _mm256_loadu_ps(wp);
     const __m256 w1 = KV == 2 ? _mm256_loadu_ps(wp + 8) : w0;
-    __m256 b;
-#define MN_DIRECT_STEP(J)                                          \
-  b = _mm256_broadcast_ss(dyo + b##J);                             \
-  a##J##0 = _mm256_fmadd_ps(w0, b, a##J##0);                       \
-  if constexpr (KV == 2) a##J##1 = _mm256_fmadd_ps(w1, b, a##J##1);
-    MN_DIRECT_STEP(0)
-    MN_DIRECT_STEP(1)
-    MN_DIRECT_STEP(2)
-    MN_DIRECT_STEP(3)
-    MN_DIRECT_STEP(4)
-    MN_DIRECT_STEP(5)
-#undef MN_DIRECT_STEP
+    MN_DIRECT_STEPS(dyo)
   }
   _mm256_storeu_ps(o0, a00);
   _mm256_storeu_ps(o1, a10);
@@ -475,5 +465,8 @@ void direct_conv_data_avx2(const DirectConv& d, const float* dy, const float* wp
     }
   });
 }
+
+#undef MN_DIRECT_STEPS
+#undef MN_DIRECT_STEP
 
 }  // namespace mn::kernels::detail
