@@ -3,20 +3,12 @@
 // backward scatters without races and results do not depend on the thread count.
 #include <algorithm>
 #include <cmath>
-#include <utility>
 
 #include "kernels/cpu/max_pool_impl.h"
 #include "kernels/pool.h"
 #include "runtime/parallel.h"
 
 namespace mn::kernels {
-namespace {
-template <typename F>
-void for_planes(const Pool2dGeom& g, F&& fn) {
-  detail::for_pool_planes(g, std::forward<F>(fn));
-}
-}  // namespace
-
 template <typename T>
 void max_pool2d_forward_cpu(const Pool2dGeom& g, const T* x, T* y, int32_t* argmax) {
   // kernels/cpu/max_pool_impl.h (shared with the fused PReLU + max-pool).
@@ -28,7 +20,7 @@ void max_pool2d_forward_cpu(const Pool2dGeom& g, const T* x, T* y, int32_t* argm
 
 template <typename T>
 void max_pool2d_backward_cpu(const Pool2dGeom& g, const T* dy, const int32_t* argmax, T* dx) {
-  for_planes(g, [&](int64_t plane) {
+  detail::for_pool_planes(g, [&](int64_t plane) {
     T* dxp = dx + plane * g.H * g.W;
     std::fill(dxp, dxp + g.H * g.W, T(0));
     const T* dyp = dy + plane * g.P * g.Q;
@@ -40,7 +32,7 @@ void max_pool2d_backward_cpu(const Pool2dGeom& g, const T* dy, const int32_t* ar
 template <typename T>
 void avg_pool2d_forward_cpu(const Pool2dGeom& g, const T* x, T* y, bool count_include_pad) {
   const T full = T(1) / T(g.kh * g.kw);
-  for_planes(g, [&](int64_t plane) {
+  detail::for_pool_planes(g, [&](int64_t plane) {
     const T* xp = x + plane * g.H * g.W;
     T* yp = y + plane * g.P * g.Q;
     for (int64_t p = 0; p < g.P; ++p) {
@@ -61,7 +53,7 @@ void avg_pool2d_forward_cpu(const Pool2dGeom& g, const T* x, T* y, bool count_in
 template <typename T>
 void avg_pool2d_backward_cpu(const Pool2dGeom& g, const T* dy, T* dx, bool count_include_pad) {
   const T full = T(1) / T(g.kh * g.kw);
-  for_planes(g, [&](int64_t plane) {
+  detail::for_pool_planes(g, [&](int64_t plane) {
     T* dxp = dx + plane * g.H * g.W;
     std::fill(dxp, dxp + g.H * g.W, T(0));
     const T* dyp = dy + plane * g.P * g.Q;
