@@ -1,6 +1,7 @@
 // Tape wrappers for conv2d, max/avg pooling, linear and flatten (autograd/ops_conv.h).
 #include "autograd/ops_conv.h"
 
+#include "kernels/activation.h"
 #include "kernels/linear.h"
 
 namespace mn::ag {
@@ -16,12 +17,18 @@ Variable conv2d(const Variable& x, const Variable& w, const Variable& b,
   const bool need_dx = x.requires_grad(), need_dw = w.requires_grad();
   const bool need_db = b.defined() && b.requires_grad();
   const bool has_b = b.defined();
-  // Save the input only for dW and the weight only for dX.
+  // Save the input only for dW and the weight only for dX; with the fused ReLU, its output
+  // (y > 0 exactly where the pre-activation is > 0, so it gives ReLU's gradient).
   Tensor xs = need_dw ? x.data() : Tensor();
   Tensor ws = need_dx ? w.data() : Tensor();
+  Tensor ys = p.relu ? y : Tensor();
   const Shape x_shape = x.shape(), w_shape = w.shape();
-  auto backward = [xs, ws, x_shape, w_shape, p, need_dx, need_dw, need_db,
-                   has_b](const Tensor& dy) {
+  kernels::Conv2dParams pc = p;
+  pc.relu = false;
+  auto backward = [xs, ws, ys, x_shape, w_shape, pc, need_dx, need_dw, need_db,
+                   has_b](const Tensor& dy_out) {
+    const Tensor dy = ys.defined() ? kernels::activation_backward(kernels::Act::ReLU, ys, dy_out) : dy_out;
+    const kernels::Conv2dParams& p = pc;
     std::vector<Tensor> g(has_b ? 3 : 2);
     if (need_dx) g[0] = kernels::conv2d_backward_data(dy, ws, x_shape, p);
     if (need_dw) g[1] = kernels::conv2d_backward_weight(dy, xs, w_shape, p);

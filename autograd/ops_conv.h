@@ -15,6 +15,8 @@
 namespace mn::ag {
 
 // x (N, C, H, W), w (K, C, R, S), b (K) or an undefined Variable -> (N, K, P, Q).
+// With p.relu, relu(conv2d) as one node (kernels/conv2d.h: fused on CUDA's tensor-core
+// path); it saves its output for ReLU's gradient.
 Variable conv2d(const Variable& x, const Variable& w, const Variable& b,
                 const kernels::Conv2dParams& p = {});
 // (N, C, H, W) -> (N, C, P, Q).

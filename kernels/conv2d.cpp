@@ -4,6 +4,7 @@
 
 #include <atomic>
 
+#include "kernels/activation.h"
 #include "runtime/dispatch.h"
 
 namespace mn::kernels {
@@ -74,11 +75,22 @@ Tensor conv2d_forward(const Tensor& x_, const Tensor& w_, const Tensor& b_,
   Tensor y = Tensor::empty({g.N, g.K, g.P, g.Q}, x.dtype(), x.device());
   if (y.numel() == 0) return y;
   const Conv2dAlgo algo = resolve(p.algo);
-  MN_DISPATCH_FLOAT(x.dtype(), op, [&] {
-    const scalar_t* bp = b.defined() ? b.data<scalar_t>() : nullptr;
-    MN_DEVICE_CALL(op, x.device(), conv2d_forward,
-        g, x.data<scalar_t>(), w.data<scalar_t>(), bp, y.data<scalar_t>(), algo);
-  });
+  bool fused = false;  // bias + ReLU applied by the kernel
+#ifdef MN_WITH_CUDA
+  if (p.relu && x.is_cuda() && x.dtype() == DType::F32) {
+    const float* bp = b.defined() ? b.data<float>() : nullptr;
+    MN_CUDA_BRANCH(op, x.device(), x.dtype(),
+                   fused = conv2d_forward_relu_fused_cuda(g, x.data<float>(), w.data<float>(), bp, y.data<float>(), algo));
+  }
+#endif
+  if (!fused) {
+    MN_DISPATCH_FLOAT(x.dtype(), op, [&] {
+      const scalar_t* bp = b.defined() ? b.data<scalar_t>() : nullptr;
+      MN_DEVICE_CALL(op, x.device(), conv2d_forward,
+          g, x.data<scalar_t>(), w.data<scalar_t>(), bp, y.data<scalar_t>(), algo);
+    });
+  }
+  if (p.relu && !fused) return activation_forward(Act::ReLU, y);
   return y;
 }
 

@@ -21,9 +21,12 @@
 //               GEMM of dy and flipped weights; backward-weight splits the N*P*Q
 //               reduction over blocks and reduces the partials in a second,
 //               fixed-order pass (kernels/cuda/conv2d.cu).
-//               For float with kernels::allow_tf32_conv() on (kernels/gemm_config.h),
-//               the same implicit GEMM runs on TF32 tensor cores (64x128x16
-//               tiles, WMMA; sm_80+); double and the CPU are never affected.
+//               For float with kernels::conv_precision() TF32 or BF16
+//               (kernels/gemm_config.h), all three passes run on our mma.sync
+//               tensor-core implicit GEMM (kernels/cuda/mma_conv.cu: 128x128x32 tiles,
+//               3-stage cp.async pipeline, ldmatrix; sm_80+), the older WMMA TF32
+//               kernel when CudaSpeedups::tc_mma is off; double and the CPU are never
+//               affected.
 //   Default resolves to Gemm, or to what set_default_conv2d_algo() chose (a test
 //   that measures how accurate textbook float32 loops are on a whole network).
 #pragma once
@@ -52,6 +55,12 @@ struct Conv2dParams {
   int64_t pad_h = 0, pad_w = 0;
   int64_t dilation_h = 1, dilation_w = 1;
   Conv2dAlgo algo = Conv2dAlgo::Default;
+  // conv2d_forward only: y = relu(conv + b) (relu as kernels/activation.h: x > 0 ? x : 0).
+  // On CUDA with TF32 / BF16 the tensor-core kernel applies it in its epilogue
+  // (CudaSpeedups::conv_fused_relu); elsewhere a ReLU pass follows. Same values either
+  // way. The backward ops take the plain convolution's parameters (ag::conv2d applies
+  // the ReLU's gradient first).
+  bool relu = false;
 };
 
 // All sizes of one convolution; built and validated by conv2d_geometry().
@@ -110,6 +119,11 @@ void conv2d_backward_weight_cuda(const Conv2dGeom& g, const T* x, const T* dy, T
                                  Conv2dAlgo algo = Conv2dAlgo::Default);
 template <typename T>
 void conv2d_backward_bias_cuda(const Conv2dGeom& g, const T* dy, T* db);
+// The forward with bias and ReLU in the tensor-core kernel's epilogue, when this call
+// would run on it (float, precision TF32 / BF16, algo not Direct) and
+// CudaSpeedups::conv_fused_relu is on; returns false (and does nothing) otherwise.
+bool conv2d_forward_relu_fused_cuda(const Conv2dGeom& g, const float* x, const float* w, const float* b, float* y,
+                                    Conv2dAlgo algo);
 #endif
 
 // ---- Tensor level (any device, float32/float64; inputs made contiguous) ------

@@ -26,7 +26,11 @@ enum class CpuGemmVariant : int {
   PackedAvx2 = 3,
   PackedAvx512 = 4
 };
-enum class CudaGemmVariant : int { Naive = 1, Tiled = 2, TensorCoreTF32 = 3 };
+// Tiled runs at matmul_precision(): FP32 here, TF32 / BF16 on the mma.sync kernel
+// (kernels/cuda/mma_gemm.cu). TensorCoreTF32 is the older WMMA TF32 kernel whatever the
+// precision says (float; double runs Tiled); TensorCoreMma the mma.sync kernel in TF32,
+// or BF16 when matmul_precision() is BF16.
+enum class CudaGemmVariant : int { Naive = 1, Tiled = 2, TensorCoreTF32 = 3, TensorCoreMma = 4 };
 
 // Process-wide selection (default Auto / Tiled). Selecting PackedAvx2 or
 // PackedAvx512 on a CPU without that instruction set throws.
@@ -35,50 +39,75 @@ CpuGemmVariant cpu_gemm_variant();
 void set_cuda_gemm_variant(CudaGemmVariant v);
 CudaGemmVariant cuda_gemm_variant();
 
-// TF32 tensor cores for float32 on CUDA (like PyTorch's allow_tf32 switches for
-// convolutions and matrix products).
-// When on, the float32 CUDA GEMM (Tiled -> TensorCoreTF32) and the implicit-GEMM
-// conv2d (forward, backward-data, backward-weight; algo Default or Gemm) round
-// every input element to TF32 -- a 10-bit mantissa, relative error up to 2^-11 --
-// and multiply on tensor cores, accumulating in float32. Outputs then differ from
-// FP32 by roughly 2^-10 * sum_k |a_ik b_kj|. Needs compute capability >= 8.0 (a
-// launch on an older device throws). double, the CPU and the Naive / Direct
-// oracles are never affected. Default: off, unless the environment variable
-// MN_ALLOW_TF32=1 is set (read once, at the first call of either function).
-// Two switches, as PyTorch's: allow_tf32() for matrix products (the dense
-// layers; PyTorch's matmul switch, off by default) and allow_tf32_conv() for the
-// convolutions (PyTorch's convolution switch, on by default). set_allow_tf32 sets both;
-// set_allow_tf32_conv only the second. The library starts with both off; the
-// study binaries' --tf32 defaults to PyTorch's defaults (convolutions on TF32,
-// dense layers FP32).
+// The precision of float32 products on CUDA: the process-wide policy a user sets once
+// (--precision on every study binary, experiments/common/harness.cpp).
+//   FP32  the FP32 kernels (the CUDA cores).
+//   TF32  tensor cores with TF32 inputs (10 explicit mantissa bits): every input element
+//         rounded to nearest (relative error up to 2^-11), products accumulated in
+//         float32. As PyTorch's allow_tf32 switches.
+//   BF16  tensor cores with BF16 inputs (7 explicit mantissa bits, relative error up to
+//         2^-9), products accumulated in float32: PyTorch autocast(bfloat16)'s numerics
+//         for convolutions and matrix products. Tensors stay float32 in memory (master
+//         weights, activations, gradients, optimizer state, checkpoints); the kernels
+//         round their operands to BF16 on the way into the tensor cores and write float32
+//         results (autocast would also round the outputs to bf16: ours are more accurate).
+// Two settings, as PyTorch's two switches: matmul_precision() for matrix products (the
+// dense layers) and conv_precision() for convolutions (forward, backward-data,
+// backward-weight; algo Default or Gemm). double, the CPU and the Naive / Direct oracles
+// are never affected. TF32 and BF16 need compute capability >= 8.0 (a launch on an older
+// device throws). Default: FP32 for both, unless the environment sets MN_PRECISION
+// (fp32, tf32 or bf16: both settings) or MN_ALLOW_TF32=1 (TF32 for both), read once at
+// the first call. The kernels (kernels/cuda/mma_*.cu): our own mma.sync implicit GEMM
+// for TF32 and BF16; the older WMMA TF32 kernels stay selectable (CudaGemmVariant::
+// TensorCoreTF32, CudaSpeedups::tc_mma = false) for comparison.
+enum class Precision : int { FP32 = 0, TF32 = 1, BF16 = 2 };
+const char* precision_name(Precision p);  // "fp32", "tf32", "bf16"
+// Parses fp32 / tf32 / bf16; false for anything else.
+bool parse_precision(const char* s, Precision* out);
+void set_matmul_precision(Precision p);
+Precision matmul_precision();
+void set_conv_precision(Precision p);
+Precision conv_precision();
+void set_precision(Precision p);  // both
+
+// The TF32 switches of earlier versions, in terms of the precisions: allow_tf32() is
+// matmul_precision() == TF32, allow_tf32_conv() is conv_precision() == TF32;
+// set_allow_tf32(on) sets both precisions to TF32 (on) or FP32 (off),
+// set_allow_tf32_conv only the convolutions'.
 void set_allow_tf32(bool on);
 bool allow_tf32();
 void set_allow_tf32_conv(bool on);
 bool allow_tf32_conv();
 
-// Sets both TF32 switches for a scope and restores the previous settings on
-// exit (benchmarks and tests that compare both settings).
-class Tf32Scope {
+// Sets both precisions for a scope and restores the previous settings on exit
+// (benchmarks and tests that compare settings).
+class PrecisionScope {
  public:
-  explicit Tf32Scope(bool on) : saved_(allow_tf32()), saved_conv_(allow_tf32_conv()) { set_allow_tf32(on); }
-  ~Tf32Scope() {
-    set_allow_tf32(saved_);
-    set_allow_tf32_conv(saved_conv_);
+  explicit PrecisionScope(Precision p) : saved_(matmul_precision()), saved_conv_(conv_precision()) {
+    set_precision(p);
   }
-  Tf32Scope(const Tf32Scope&) = delete;
-  Tf32Scope& operator=(const Tf32Scope&) = delete;
+  ~PrecisionScope() {
+    set_matmul_precision(saved_);
+    set_conv_precision(saved_conv_);
+  }
+  PrecisionScope(const PrecisionScope&) = delete;
+  PrecisionScope& operator=(const PrecisionScope&) = delete;
 
  private:
-  bool saved_, saved_conv_;
+  Precision saved_, saved_conv_;
+};
+class Tf32Scope : public PrecisionScope {
+ public:
+  explicit Tf32Scope(bool on) : PrecisionScope(on ? Precision::TF32 : Precision::FP32) {}
 };
 
-// The precision policy: TF32 never reaches distances, miners or losses (the Gram form
+// The precision policy: TF32 and BF16 never reach distances, miners or losses (the Gram form
 // of a pairwise distance, |a|^2 + |b|^2 - 2 a.b, cancels, and TF32's 2^-11 relative
 // rounding of a.b swamps the small differences that mining ranks; measured in
 // tests/kernels/test_tf32.cpp). Code computing them holds an Fp32Scope: while one is
 // alive on this thread, the float32 CUDA GEMM and convolutions run in FP32 whatever
-// allow_tf32() or the selected GEMM variant say. TF32 stays a choice for the layers
-// only (--tf32, as PyTorch's switches). Scopes nest; they are per thread, so a data
+// the precisions or the selected GEMM variant say. TF32 and BF16 stay a choice for the
+// layers only (--precision, as PyTorch's switches and autocast). Scopes nest; they are per thread, so a data
 // loader thread never changes what the training thread computes.
 class Fp32Scope {
  public:
@@ -90,9 +119,9 @@ class Fp32Scope {
 // True while this thread holds an Fp32Scope.
 bool fp32_forced();
 
-// Three CUDA speed-ups that can be switched off for before/after measurements (the
-// GPU benches run both settings in one session) and as a way around a suspected
-// kernel bug; both change only the order of float additions, never what is summed.
+// CUDA speed-ups that can be switched off for before/after measurements (the GPU
+// benches run both settings in one session) and as a way around a suspected kernel
+// bug; the first three change only the order of float additions, never what is summed.
 //   split-K    a float/double GEMM with too few 128x128 output tiles to fill the GPU
 //              (the Koch dense layer: 150 x 4096 outputs, 64 tiles, K = 9216) runs as
 //              s GEMMs over K / s each into a scratch buffer, then a second kernel
@@ -106,11 +135,20 @@ bool fp32_forced();
 //              layer 1 forward, layer 2 backward-data) with many columns uses 64 x 256
 //              tiles instead of 64 x 128 (kernels/cuda/conv2d.cu). Off with
 //              MN_CONV_WIDE_TILE=0.
+//   tc mma     TF32 convolutions and GEMMs run on the mma.sync kernels (cp.async
+//              pipeline, ldmatrix); off: on the older WMMA kernels (BF16 has only the
+//              mma.sync kernels). Off with MN_TC_MMA=0.
+//   fused relu a convolution followed by ReLU (nn::Conv2d with a fused activation,
+//              ag::conv2d_relu) adds bias and applies ReLU in the tensor-core kernel's
+//              epilogue instead of a second pass over the output. Off with
+//              MN_CONV_FUSED_RELU=0 (then the same values come from two passes).
 // Read once from the environment (default on), then set_cuda_speedups() changes them.
 struct CudaSpeedups {
   bool split_k = true;
   bool conv_bwd_data_flip = true;
   bool conv_wide_tile = true;
+  bool tc_mma = true;
+  bool conv_fused_relu = true;
 };
 CudaSpeedups cuda_speedups();
 void set_cuda_speedups(const CudaSpeedups& s);

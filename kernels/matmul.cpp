@@ -1,6 +1,6 @@
 // Tensor-level matmul (2-D and batched 3-D, with transposes) dispatching to our
-// CPU or CUDA GEMM, plus the process-wide CUDA GEMM variant selection and TF32
-// switch of kernels/gemm_config.h (here so that they exist in CPU-only builds too).
+// CPU or CUDA GEMM, plus the process-wide CUDA GEMM variant selection and the
+// precision policy of kernels/gemm_config.h (here so that they exist in CPU-only builds too).
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -17,27 +17,56 @@ namespace mn::kernels {
 namespace {
 std::atomic<int> g_cuda_variant{static_cast<int>(CudaGemmVariant::Tiled)};
 
-// The TF32 switch, initialised once from MN_ALLOW_TF32 ("1" turns it on).
-std::atomic<bool>& tf32_flag() {
-  static std::atomic<bool> flag{[] {
-    const char* e = std::getenv("MN_ALLOW_TF32");
-    return e != nullptr && std::strcmp(e, "1") == 0;
-  }()};
+// The precisions, initialised once from MN_PRECISION (fp32, tf32, bf16) or, failing
+// that, MN_ALLOW_TF32=1 (TF32). An unknown MN_PRECISION is an error at the first use.
+Precision env_precision() {
+  if (const char* e = std::getenv("MN_PRECISION"); e != nullptr && *e != '\0') {
+    Precision p = Precision::FP32;
+    MN_CHECK(parse_precision(e, &p), "MN_PRECISION=", e, ": expected fp32, tf32 or bf16");
+    return p;
+  }
+  const char* e = std::getenv("MN_ALLOW_TF32");
+  return e != nullptr && std::strcmp(e, "1") == 0 ? Precision::TF32 : Precision::FP32;
+}
+std::atomic<int>& matmul_flag() {
+  static std::atomic<int> flag{static_cast<int>(env_precision())};
+  return flag;
+}
+std::atomic<int>& conv_flag() {
+  static std::atomic<int> flag{matmul_flag().load()};
   return flag;
 }
 }  // namespace
 
-std::atomic<bool>& tf32_conv_flag() {
-  static std::atomic<bool> flag{tf32_flag().load()};
-  return flag;
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::FP32: return "fp32";
+    case Precision::TF32: return "tf32";
+    case Precision::BF16: return "bf16";
+  }
+  return "?";
+}
+bool parse_precision(const char* s, Precision* out) {
+  for (Precision p : {Precision::FP32, Precision::TF32, Precision::BF16})
+    if (s != nullptr && std::strcmp(s, precision_name(p)) == 0) {
+      *out = p;
+      return true;
+    }
+  return false;
+}
+void set_matmul_precision(Precision p) { matmul_flag().store(static_cast<int>(p)); }
+Precision matmul_precision() { return static_cast<Precision>(matmul_flag().load()); }
+void set_conv_precision(Precision p) { conv_flag().store(static_cast<int>(p)); }
+Precision conv_precision() { return static_cast<Precision>(conv_flag().load()); }
+void set_precision(Precision p) {
+  set_matmul_precision(p);
+  set_conv_precision(p);
 }
 
-void set_allow_tf32(bool on) {
-  tf32_flag().store(on);
-  tf32_conv_flag().store(on);
-}
-void set_allow_tf32_conv(bool on) { tf32_conv_flag().store(on); }
-bool allow_tf32_conv() { return tf32_conv_flag().load(); }
+void set_allow_tf32(bool on) { set_precision(on ? Precision::TF32 : Precision::FP32); }
+void set_allow_tf32_conv(bool on) { set_conv_precision(on ? Precision::TF32 : Precision::FP32); }
+bool allow_tf32_conv() { return conv_precision() == Precision::TF32; }
+bool allow_tf32() { return matmul_precision() == Precision::TF32; }
 
 namespace {
 thread_local int t_fp32_depth = 0;
@@ -45,7 +74,6 @@ thread_local int t_fp32_depth = 0;
 Fp32Scope::Fp32Scope() { ++t_fp32_depth; }
 Fp32Scope::~Fp32Scope() { --t_fp32_depth; }
 bool fp32_forced() { return t_fp32_depth > 0; }
-bool allow_tf32() { return tf32_flag().load(); }
 
 namespace {
 bool env_on(const char* name) {  // unset or anything but "0": on
@@ -55,23 +83,29 @@ bool env_on(const char* name) {  // unset or anything but "0": on
 std::atomic<bool> g_split_k{env_on("MN_CUDA_SPLIT_K")};
 std::atomic<bool> g_conv_flip{env_on("MN_CONV_BWD_FLIP")};
 std::atomic<bool> g_conv_wide{env_on("MN_CONV_WIDE_TILE")};
+std::atomic<bool> g_tc_mma{env_on("MN_TC_MMA")};
+std::atomic<bool> g_fused_relu{env_on("MN_CONV_FUSED_RELU")};
 }  // namespace
 CudaSpeedups cuda_speedups() {
   CudaSpeedups s;
   s.split_k = g_split_k.load();
   s.conv_bwd_data_flip = g_conv_flip.load();
   s.conv_wide_tile = g_conv_wide.load();
+  s.tc_mma = g_tc_mma.load();
+  s.conv_fused_relu = g_fused_relu.load();
   return s;
 }
 void set_cuda_speedups(const CudaSpeedups& s) {
   g_split_k.store(s.split_k);
   g_conv_flip.store(s.conv_bwd_data_flip);
   g_conv_wide.store(s.conv_wide_tile);
+  g_tc_mma.store(s.tc_mma);
+  g_fused_relu.store(s.conv_fused_relu);
 }
 
 void set_cuda_gemm_variant(CudaGemmVariant v) {
   MN_CHECK(v == CudaGemmVariant::Naive || v == CudaGemmVariant::Tiled ||
-               v == CudaGemmVariant::TensorCoreTF32,
+               v == CudaGemmVariant::TensorCoreTF32 || v == CudaGemmVariant::TensorCoreMma,
            "set_cuda_gemm_variant: unknown variant ", static_cast<int>(v));
   g_cuda_variant.store(static_cast<int>(v));
 }

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <sstream>
@@ -26,8 +27,9 @@ namespace mn::exp {
 // it computes: --epochs (restored when not given), the stop flags and the device
 // of this invocation, the out dir being resumed, and where the data and its
 // packed cache live (they must hold the same data).
-const std::vector<std::string> kResumeMayChange = {"epochs", "time-limit", "stop-after", "device", "log-every", "cuda-graph",
-                                                   "out-dir", "resume", "data-dir", "cache-dir"};
+const std::vector<std::string> kResumeMayChange = {"epochs",   "time-limit", "stop-after", "device",   "log-every",
+                                                   "cuda-graph", "precision", "out-dir",  "resume", "data-dir",
+                                                   "cache-dir"};
 
 namespace {
 // Flags of one invocation: never restored from a checkpoint.
@@ -65,9 +67,14 @@ void declare_harness_flags(Flags& f, const Study& st) {
               "to the host; 0: every step on the CPU, every 50 on a GPU, where each read waits for the device",
               0, 1000000);
   if (st.can_evaluate()) f.add_string("evaluate", "", "only evaluate this checkpoint (written by this study)");
-  f.add_string("tf32", "conv", "GPU: float32 layers on TF32 tensor cores (inputs rounded to a 10-bit mantissa): "
-               "conv (convolutions only: PyTorch's defaults), all (also the dense layers; MN_ALLOW_TF32=1 in the "
-               "environment gives this default), off (FP32 everywhere). Distances, miners and losses stay FP32");
+  f.add_string("precision", "auto",
+               "products of the convolutions and dense layers: auto (tf32 on a GPU, fp32 on the CPU; MN_PRECISION "
+               "in the environment sets it for GPU runs), fp32, tf32 (GPU tensor cores, inputs rounded to a 10-bit "
+               "mantissa: PyTorch's allow_tf32), bf16 (GPU tensor cores, inputs rounded to bfloat16, FP32 "
+               "accumulation: PyTorch's autocast(bfloat16)). Weights, activations, optimizer state and checkpoints "
+               "stay FP32; distances, miners and losses always run in FP32");
+  f.add_string("tf32", "", "the older spelling of --precision, kept for configs and checkpoints written before it: "
+               "conv (TF32 convolutions, FP32 dense layers), all (= --precision tf32), off (= --precision fp32)");
   f.add_bool("deterministic", false, "GPU: refuse the ops whose CUDA kernels add with float atomics (index_add, "
              "scatter_add, the gradient of losses over mined tuples, gradient clipping), so two runs from one "
              "seed give identical weights (runtime/determinism.h); also MN_DETERMINISTIC=1");
@@ -79,7 +86,53 @@ std::string tf32_mode(const std::string& v) {
   if (v == "conv" || v == "all" || v == "off") return v;
   if (v == "true") return "all";
   if (v == "false") return "off";
-  throw UsageError("--tf32 " + v + ": expected conv (PyTorch's default), all or off");
+  throw UsageError("--tf32 " + v + ": expected conv, all or off (or use --precision fp32|tf32|bf16)");
+}
+
+// The precisions of this run from --precision (or the legacy --tf32) and the device.
+struct PrecisionChoice {
+  kernels::Precision conv = kernels::Precision::FP32, matmul = kernels::Precision::FP32;
+};
+PrecisionChoice choose_precision(const Flags& f, const Device& device) {
+  using kernels::Precision;
+  const std::string p = f.str("precision"), legacy = f.str("tf32");
+  if (p != "auto") {
+    Precision v = Precision::FP32;
+    if (!kernels::parse_precision(p.c_str(), &v))
+      throw UsageError("--precision " + p + ": expected auto, fp32, tf32 or bf16");
+    if (!legacy.empty())
+      throw UsageError("--precision " + p + " and --tf32 " + legacy + " both given: --tf32 is the older spelling of "
+                       "--precision; keep one");
+    if (v != Precision::FP32 && !device.is_cuda())
+      throw UsageError("--precision " + p + ": TF32 and BF16 are the GPU tensor cores' input formats and this run is "
+                       "on the CPU (" + device_name(device) + "); use --precision fp32 or auto");
+    return {v, v};
+  }
+  if (!device.is_cuda()) {
+    if (!legacy.empty()) (void)tf32_mode(legacy);  // validated; the CPU always computes in FP32
+    return {};
+  }
+  if (!legacy.empty()) {
+    const std::string m = tf32_mode(legacy);
+    return {m == "off" ? Precision::FP32 : Precision::TF32, m == "all" ? Precision::TF32 : Precision::FP32};
+  }
+  if (const char* e = std::getenv("MN_PRECISION"); e != nullptr && *e != '\0') {
+    Precision v = Precision::FP32;
+    if (!kernels::parse_precision(e, &v)) throw UsageError(std::string("MN_PRECISION=") + e + ": expected fp32, tf32 or bf16");
+    return {v, v};
+  }
+  return {Precision::TF32, Precision::TF32};
+}
+
+std::string precision_words(const PrecisionChoice& c) {
+  using kernels::Precision;
+  auto words = [](Precision p) {
+    return p == Precision::TF32 ? std::string("TF32 tensor cores") : p == Precision::BF16 ? std::string("BF16 tensor cores")
+                                                                                          : std::string("FP32");
+  };
+  if (c.conv == c.matmul) return std::string("precision ") + kernels::precision_name(c.conv) + ": " + words(c.conv) +
+                                 " for convolutions and dense layers";
+  return std::string("precision: ") + words(c.conv) + " for convolutions, " + words(c.matmul) + " for dense layers";
 }
 
 // The stored value as flag text (what a config file would hold).
@@ -313,7 +366,6 @@ int run_study(std::unique_ptr<Study> study, int argc, char** argv) {
     try {
       st.apply_presets(f, device, evaluating);
       f.validate_ranges();
-      (void)tf32_mode(f.str("tf32"));
       check_dir_usable(f.str("out-dir"), "--out-dir");  // before the study's data checks
       st.check_flags(f, evaluating);
       make_dirs(f.str("out-dir"), "--out-dir");
@@ -322,15 +374,15 @@ int run_study(std::unique_ptr<Study> study, int argc, char** argv) {
     }
     if (f.user_set("deterministic")) set_deterministic(f.flag("deterministic"));
     else if (deterministic()) f.set("deterministic", "true", Flags::Origin::Preset, "MN_DETERMINISTIC");
-    if (!f.user_set("tf32") && kernels::allow_tf32()) f.set("tf32", "all", Flags::Origin::Preset, "MN_ALLOW_TF32");
-    const std::string tf32 = tf32_mode(f.str("tf32"));
-    kernels::set_allow_tf32(tf32 == "all");
-    kernels::set_allow_tf32_conv(tf32 != "off");
-    std::printf("%s on %s%s\n", prog.c_str(), device_name(device).c_str(),
-                !device.is_cuda() ? ""
-                : tf32 == "all"   ? " (TF32 tensor cores on for convolutions and dense layers)"
-                : tf32 == "conv"  ? " (TF32 tensor cores on for convolutions)"
-                                  : "");
+    PrecisionChoice prec;
+    try {
+      prec = choose_precision(f, device);
+    } catch (const Error& e) {
+      throw UsageError(e);
+    }
+    kernels::set_conv_precision(prec.conv);
+    kernels::set_matmul_precision(prec.matmul);
+    std::printf("%s on %s (%s)\n", prog.c_str(), device_name(device).c_str(), precision_words(prec).c_str());
     Context ctx(f, device, st.name());
     if (evaluating) return evaluate_only(st, ctx);
     return run_training(st, ctx);

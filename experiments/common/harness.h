@@ -6,12 +6,12 @@
 //
 // The harness owns everything else:
 //   * flags: it declares the run flags (--config, --device, --seed, --out-dir,
-//     --resume, --time-limit, --stop-after, --tf32; --epochs for epoch-shaped
+//     --resume, --time-limit, --stop-after, --precision; --epochs for epoch-shaped
 //     studies; --evaluate when the study can evaluate a checkpoint), parses the
 //     command line and config file, checks every flag's declared range and then
 //     Study::check_flags() BEFORE any data is loaded (exit status 2 on a bad flag);
 //   * device choice (--device auto|cpu|cuda|cuda:N; never a silent fallback),
-//     --tf32, and the seed (Study reads ctx.seed());
+//     --precision, and the seed (Study reads ctx.seed());
 //   * the out dir: config.txt, metrics.jsonl, summary.json, report.md (also
 //     printed), learning_curve.png (gnuplot; its .dat/.gp inputs are removed
 //     once drawn), last.safetensors after every epoch and best.safetensors for

@@ -14,6 +14,7 @@
 #include "experiments/common/file_hash.h"
 #include "experiments/common/harness_internal.h"
 #include "kernels/elementwise.h"
+#include "kernels/gemm_config.h"
 #include "experiments/common/step_runner.h"
 #include "nn/module.h"
 #include "runtime/error.h"
@@ -121,6 +122,16 @@ void Context::finish_outputs() {
 }
 
 // ------------------------------------------------------------- epoch loop --
+namespace {
+// What the convolutions and dense layers computed in (set by the harness from --precision).
+Json precision_json() {
+  Json j;
+  j["conv"] = kernels::precision_name(kernels::conv_precision());
+  j["matmul"] = kernels::precision_name(kernels::matmul_precision());
+  return j;
+}
+}  // namespace
+
 namespace {
 
 struct LoopState {
@@ -410,6 +421,7 @@ int train_epochs(Study& st, Context& ctx) {
   Json& sum = ctx.summary();
   sum["study"] = st.name();
   sum["device"] = device_name(ctx.device());
+  sum["precision"] = precision_json();
   sum["config"] = Json::parse(f.to_json());
   sum["best_" + sel] = metric_number(ls.best);
   sum["best_epoch"] = ls.best_epoch;
@@ -442,6 +454,8 @@ int train_epochs(Study& st, Context& ctx) {
   std::ostringstream rep;
   rep << "# " << st.name() << ": report\n\n"
       << "- device: " << device_name(ctx.device()) << "\n"
+      << "- precision: " << precision_json()["conv"].get<std::string>() << " convolutions, "
+      << precision_json()["matmul"].get<std::string>() << " dense layers (distances, miners, losses: fp32)\n"
       << "- " << epochs << " epochs x " << iters << " steps, " << format_duration(ls.total_train_s) << " of training\n"
       << "- best validation " << sel << ": " << ls.best << " at epoch " << ls.best_epoch << "\n"
       << "- outputs: metrics.jsonl, learning_curve.png, last/best.safetensors, summary.json, config.txt\n\n"
@@ -462,6 +476,7 @@ int run_training(Study& st, Context& ctx) {
     st.setup(ctx);
     ctx.summary()["study"] = st.name();
     ctx.summary()["device"] = device_name(ctx.device());
+    ctx.summary()["precision"] = precision_json();
     ctx.summary()["config"] = Json::parse(ctx.flags().to_json());
     write_file_atomic(ctx.out_path("config.txt"), ctx.flags().to_config());
     rc = st.run(ctx);

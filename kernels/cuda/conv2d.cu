@@ -24,8 +24,11 @@
 //             multiply-shift division (kernels/fastdiv.h), not `/`. Backward-weight has a long reduction (N*P*Q) and a small
 //             output, so it splits Kd over gridDim.z and a second kernel sums the
 //             partials in a fixed order (deterministic, no atomics).
-//   1 Gemm with TF32 (float, when kernels::allow_tf32_conv() is on, see
-//             kernels/gemm_config.h): igemm_tf32_kernel, the same implicit GEMM and
+//   1 Gemm with TF32 or BF16 (float, when kernels::conv_precision() says so, see
+//             kernels/gemm_config.h): our mma.sync implicit GEMM (kernels/cuda/mma_conv.cu:
+//             cp.async pipeline, ldmatrix, gather tables; all three passes, any stride),
+//             and there the fused bias + ReLU epilogue (conv2d_forward_relu_fused_cuda).
+//             With CudaSpeedups::tc_mma off, TF32 runs the older igemm_tf32_kernel, the same implicit GEMM and
 //             the same op functors on tensor cores. 64 x 128 outputs per 256-thread
 //             block (8 warps in a 2 x 4 grid, each 32 x 32 = 2 x 2 WMMA m16n16k8
 //             TF32 fragments, float accumulators), BK = 16. Gathered elements are
@@ -43,6 +46,7 @@
 #include <type_traits>
 
 #include "kernels/conv2d.h"
+#include "kernels/cuda/mma.h"
 #include "kernels/fastdiv.h"
 #include "kernels/gemm_config.h"
 #include "runtime/cuda_check.h"
@@ -618,11 +622,20 @@ __global__ void sum_splits(const T* __restrict__ part, T* __restrict__ out, int 
   }
 }
 
-// TF32 tensor cores for this call: float only, when the process-wide switch for
-// convolutions is on (the Direct oracle never gets here).
+// The precision of this call: float only, never inside an Fp32Scope (the Direct oracle
+// never gets here); conv_precision() otherwise.
+template <typename T>
+Precision conv_prec() {
+  return std::is_same<T, float>::value && !fp32_forced() ? conv_precision() : Precision::FP32;
+}
+// TF32 and BF16 run on the mma.sync kernels (kernels/cuda/mma_conv.cu); TF32 runs on the
+// older WMMA kernel below when CudaSpeedups::tc_mma is off.
+bool use_mma(Precision p) {
+  return p == Precision::BF16 || (p == Precision::TF32 && cuda_speedups().tc_mma);
+}
 template <typename T>
 bool use_tf32() {
-  return std::is_same<T, float>::value && allow_tf32_conv() && !fp32_forced();
+  return conv_prec<T>() == Precision::TF32 && !cuda_speedups().tc_mma;
 }
 
 template <typename T, typename Op>
@@ -684,7 +697,21 @@ void conv2d_forward_cuda(const Conv2dGeom& geom, const T* x, const T* w, const T
     CUDA_CHECK_LAUNCH("conv_fwd_direct");
     return;
   }
+  if constexpr (std::is_same<T, float>::value) {
+    if (const Precision pr = conv_prec<T>(); use_mma(pr)) {
+      mma_conv_forward_cuda(pr, geom, x, w, b, y, false);
+      return;
+    }
+  }
   launch_forward_igemm<T>(g, x, w, b, y, "conv_fwd_igemm", "conv_fwd_igemm_tf32");
+}
+
+bool conv2d_forward_relu_fused_cuda(const Conv2dGeom& geom, const float* x, const float* w, const float* b, float* y,
+                                    Conv2dAlgo algo) {
+  const Precision pr = conv_prec<float>();
+  if (algo == Conv2dAlgo::Direct || !use_mma(pr) || !cuda_speedups().conv_fused_relu) return false;
+  mma_conv_forward_cuda(pr, geom, x, w, b, y, true);
+  return true;
 }
 
 template <typename T>
@@ -696,6 +723,12 @@ void conv2d_backward_data_cuda(const Conv2dGeom& geom, const T* dy, const T* w, 
     conv_bwd_data_direct<T><<<cuda::grid_for(total), 256, 0, cuda::stream()>>>(g, dy, w, dx, total);
     CUDA_CHECK_LAUNCH("conv_bwd_data_direct");
     return;
+  }
+  if constexpr (std::is_same<T, float>::value) {
+    if (const Precision pr = conv_prec<T>(); use_mma(pr)) {
+      mma_conv_backward_data_cuda(pr, geom, dy, w, dx);
+      return;
+    }
   }
   const bool tf32 = use_tf32<T>();
   // Stride 1 (any dilation): dx is the forward convolution of dy, padded by
@@ -733,6 +766,12 @@ void conv2d_backward_weight_cuda(const Conv2dGeom& geom, const T* x, const T* dy
     conv_bwd_weight_direct<T><<<cuda::grid_for(total), 256, 0, cuda::stream()>>>(g, x, dy, dw, total);
     CUDA_CHECK_LAUNCH("conv_bwd_weight_direct");
     return;
+  }
+  if constexpr (std::is_same<T, float>::value) {
+    if (const Precision pr = conv_prec<T>(); use_mma(pr)) {
+      mma_conv_backward_weight_cuda(pr, geom, x, dy, dw);
+      return;
+    }
   }
   const int CRS = g.C * g.R * g.S, Kd = g.N * g.P * g.Q;
   const bool tf32 = use_tf32<T>();

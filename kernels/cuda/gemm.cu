@@ -14,6 +14,10 @@
 //            pointers, leading dimensions and the contiguous extents allow it
 //            (VEC); otherwise every element is bounds-checked (edge tiles, odd
 //            sizes, double).
+//   4 TensorCoreMma  float only: our mma.sync kernel (kernels/cuda/mma_gemm.cu: cp.async
+//            pipeline, ldmatrix, TF32 m16n8k8 or BF16 m16n8k16). Tiled runs it whenever
+//            matmul_precision() is TF32 or BF16 (TF32 on variant 3 instead when
+//            CudaSpeedups::tc_mma is off).
 //   3 TensorCoreTF32  float only (double runs Tiled). 128x128 block tile, BK = 16,
 //            256 threads = 8 warps in a 2 (m) x 4 (n) grid, each warp a 64x32
 //            sub-tile of 4 x 2 WMMA m16n16k8 TF32 fragments with float
@@ -24,8 +28,8 @@
 //            Double buffered like Tiled (registers hold the next k-tile). The
 //            epilogue stores each accumulator fragment to a per-warp 16x16
 //            shared scratch and applies alpha/beta with bounds checks. Chosen
-//            for float when allow_tf32() is on (variant Tiled) or when selected
-//            explicitly; needs compute capability >= 8.0 (checked on the host;
+//            for float when selected explicitly, or for TF32 with the mma.sync
+//            kernels switched off; needs compute capability >= 8.0 (checked on the host;
 //            the kernel body is compiled only for sm_80+).
 // Split-K (Tiled and TensorCoreTF32, unbatched calls; CudaSpeedups in
 // kernels/gemm_config.h): a GEMM whose 128x128 tiles cannot fill the GPU once and whose
@@ -42,6 +46,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/mma.h"
 #include "kernels/gemm_config.h"
 #include "runtime/cuda_check.h"
 #include "runtime/tensor.h"
@@ -483,18 +488,6 @@ bool can_vectorise(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A
   return N % 4 == 0;
 }
 
-// Streaming multiprocessors of the current device (cached per device).
-int sm_count() {
-  int dev = 0;
-  CUDA_CHECK(cudaGetDevice(&dev));
-  static std::atomic<int> cache[64] = {};
-  int n = dev >= 0 && dev < 64 ? cache[dev].load() : 0;
-  if (n == 0) {
-    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-    if (dev >= 0 && dev < 64) cache[dev].store(n);
-  }
-  return n;
-}
 
 // How many K-slices a single GEMM runs as (1: no split). Only when its 128 x 128 output
 // tiles cannot fill the GPU once and K is long: the smallest s that gives about two
@@ -503,7 +496,7 @@ int sm_count() {
 // K divisible by s into slices that are multiples of 8 (whole k-tiles, float4 rows).
 int64_t split_k_count(int64_t M, int64_t N, int64_t K) {
   const int64_t tiles = ((M + 127) / 128) * ((N + 127) / 128);
-  const int64_t sms = sm_count();
+  const int64_t sms = cuda_sm_count();
   if (tiles >= sms || K < 1024) return 1;
   const int64_t want = std::min<int64_t>((2 * sms + tiles - 1) / tiles, K / 512);
   for (int64_t s = want; s >= 2; --s)
@@ -538,12 +531,20 @@ void gemm_cuda_impl(const char* op, bool ta, bool tb, int64_t batch, int64_t M, 
   MN_CHECK(ldc >= std::max<int64_t>(1, N), op, ": ldc=", ldc, " < N=", N);
   if (batch == 0 || M == 0 || N == 0) return;
   const CudaGemmVariant variant = cuda_gemm_variant();
-  // TF32 only ever changes float: explicitly selected, or the default Tiled with
-  // allow_tf32() on, and never inside an Fp32Scope (distances, miners, losses: the
-  // TensorCoreTF32 variant then runs Tiled). Naive stays the FP32 oracle.
-  const bool tf32 = std::is_same<T, float>::value && !fp32_forced() &&
-                    (variant == CudaGemmVariant::TensorCoreTF32 ||
-                     (variant == CudaGemmVariant::Tiled && allow_tf32()));
+  // The precision only ever changes float, never inside an Fp32Scope (distances, miners,
+  // losses), and never the Naive oracle. Tiled follows matmul_precision(); the
+  // tensor-core variants force TF32 (or BF16 when that is the precision).
+  Precision prec = Precision::FP32;
+  if (std::is_same<T, float>::value && !fp32_forced()) {
+    if (variant == CudaGemmVariant::TensorCoreTF32) prec = Precision::TF32;
+    else if (variant == CudaGemmVariant::TensorCoreMma)
+      prec = matmul_precision() == Precision::BF16 ? Precision::BF16 : Precision::TF32;
+    else if (variant == CudaGemmVariant::Tiled) prec = matmul_precision();
+  }
+  // TF32 on the older WMMA kernel when asked for by name or with the mma.sync kernels off.
+  const bool tf32 = prec == Precision::TF32 && (variant == CudaGemmVariant::TensorCoreTF32 ||
+                                                (variant == CudaGemmVariant::Tiled && !cuda_speedups().tc_mma));
+  const bool mma = prec != Precision::FP32 && !tf32;
   if (tf32) check_tf32_device(op);
   if (batch == 1 && variant != CudaGemmVariant::Naive && cuda_speedups().split_k) {
     if (const int64_t s = split_k_count(M, N, K); s > 1) {
@@ -576,6 +577,9 @@ void gemm_cuda_impl(const char* op, bool ta, bool tb, int64_t batch, int64_t M, 
       gemm_naive_kernel<T><<<grid, block, 0, mn::cuda::stream()>>>(
           ta, tb, int(M), int(N), int(K), alpha, Ab, lda, sa, Bb, ldb, sb, beta, Cb, ldc, sc);
       CUDA_CHECK_LAUNCH("gemm_naive_kernel");
+    } else if (mma) {
+      if constexpr (std::is_same<T, float>::value)
+        mma_gemm_cuda(prec, ta, tb, nb, M, N, K, alpha, Ab, lda, sa, Bb, ldb, sb, beta, Cb, ldc, sc);
     } else if (tf32) {
       if constexpr (std::is_same<T, float>::value) {
         const dim3 grid(static_cast<unsigned>((N + tc::BN - 1) / tc::BN),
@@ -605,6 +609,18 @@ void gemm_cuda_impl(const char* op, bool ta, bool tb, int64_t batch, int64_t M, 
 }
 
 }  // namespace
+
+int cuda_sm_count() {
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  static std::atomic<int> cache[64] = {};
+  int n = dev >= 0 && dev < 64 ? cache[dev].load() : 0;
+  if (n == 0) {
+    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    if (dev >= 0 && dev < 64) cache[dev].store(n);
+  }
+  return n;
+}
 
 void check_tf32_device(const char* op) {
   int dev = 0;

@@ -12,6 +12,9 @@ namespace mn::kernels {
 template <typename T>
 void gemm_cuda(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
                int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc);
+// Streaming multiprocessors of the current device (cached per device).
+int cuda_sm_count();
+
 template <typename T>
 void gemm_batched_cuda(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t N, int64_t K,
                        T alpha, const T* A, int64_t lda, int64_t stride_a, const T* B, int64_t ldb,

@@ -34,6 +34,12 @@ kernels::Conv2dParams Conv2d::params() const {
 
 Variable Conv2d::forward(const Variable& x) { return ag::conv2d(x, weight_, bias_, params()); }
 
+Variable Conv2d::forward_relu(const Variable& x) {
+  kernels::Conv2dParams p = params();
+  p.relu = true;
+  return ag::conv2d(x, weight_, bias_, p);
+}
+
 void Conv2d::share_parameters_from(const Conv2d& other) {
   MN_CHECK(other.bias_.defined() == bias_.defined(),
            "Conv2d::share_parameters_from: one layer has a bias and the other does not");

@@ -41,6 +41,9 @@ class Conv2d : public Module {
 
   // (N, C, H, W) -> (N, K, P, Q)
   Variable forward(const Variable& x) override;
+  // relu(forward(x)) as one node: the same values; on CUDA's tensor-core path the bias
+  // and the ReLU run in the convolution's epilogue (kernels/conv2d.h, Conv2dParams::relu).
+  Variable forward_relu(const Variable& x);
 
   const Variable& weight() const { return weight_; }
   const Variable& bias() const { return bias_; }  // undefined when options.bias is false

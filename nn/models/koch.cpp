@@ -69,7 +69,8 @@ Variable KochBranch::forward(const Variable& x) {
            x.data().desc());
   Variable h = x;
   for (size_t i = 0; i < convs_.size(); ++i) {
-    h = act_->forward(convs_[i]->forward(h));
+    // ReLU (the paper's) rides in the convolution's node (fused on CUDA's tensor cores).
+    h = act_->kind() == kernels::Act::ReLU ? convs_[i]->forward_relu(h) : act_->forward(convs_[i]->forward(h));
     if (i < 3) {
       h = pool_->forward(h);
       if (lrn_) h = lrn_->forward(h);

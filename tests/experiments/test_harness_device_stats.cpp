@@ -12,9 +12,11 @@
 #include <vector>
 
 #include "experiments/common/harness.h"
+#include "experiments/common/json.h"
 #include "kernels/gemm_config.h"
 #include "nn/layers/linear.h"
 #include "runtime/allocator.h"
+#include "tests/common/test_util.h"
 #include "tests/experiments/omniglot_fixture.h"
 
 namespace {
@@ -135,29 +137,71 @@ TEST(HarnessDeviceStats, AStopBetweenReadsKeepsThePendingSums) {
   }
 }
 
-// --tf32: PyTorch's defaults unless told otherwise (convolutions on TF32,
-// dense layers FP32); all / off; the boolean values of earlier configs.
-TEST(HarnessFlags, Tf32SetsTheConvolutionAndMatrixSwitches) {
-  mn::kernels::Tf32Scope restore(false);
+// --precision: auto is FP32 on the CPU; TF32 / BF16 on the CPU are refused naming the
+// flag; the older --tf32 is still read (configs, checkpoints) and validated, and the CPU
+// computes in FP32 whatever it says; --precision and --tf32 together are refused.
+// summary.json and report.md say what the layers computed in.
+TEST(HarnessFlags, PrecisionOnTheCpuIsFp32AndTf32Bf16AreRefusedNamingTheFlag) {
+  mn::kernels::PrecisionScope restore(mn::kernels::Precision::BF16);  // the harness must reset it
+  for (const std::vector<std::string>& flag :
+       std::vector<std::vector<std::string>>{{}, {"--precision", "fp32"}, {"--precision", "auto"}, {"--tf32", "all"},
+                                             {"--tf32", "conv"}, {"--tf32", "off"}, {"--tf32", "true"}}) {
+    mn::kernels::set_precision(mn::kernels::Precision::BF16);
+    TempDir out("precision");
+    std::vector<std::string> args{"--out-dir", out.str(), "--device", "cpu", "--epochs", "1"};
+    args.insert(args.end(), flag.begin(), flag.end());
+    ASSERT_EQ(run_toy(args), 0);
+    const std::string what = flag.empty() ? "default" : flag[0] + " " + flag[1];
+    EXPECT_EQ(mn::kernels::conv_precision(), mn::kernels::Precision::FP32) << what;
+    EXPECT_EQ(mn::kernels::matmul_precision(), mn::kernels::Precision::FP32) << what;
+    std::string text;
+    for (const std::string& l : read_lines(out.str() + "/summary.json")) text += l + "\n";
+    const mn::exp::Json sum = mn::exp::Json::parse(text);
+    EXPECT_EQ(sum.at("precision").at("conv"), "fp32") << what;
+    EXPECT_EQ(sum.at("precision").at("matmul"), "fp32") << what;
+    std::string report;
+    for (const std::string& l : read_lines(out.str() + "/report.md")) report += l + "\n";
+    EXPECT_NE(report.find("- precision: fp32 convolutions, fp32 dense layers"), std::string::npos) << what;
+  }
+  struct Bad {
+    std::vector<std::string> flag;
+    std::string says;
+  };
+  for (const Bad& b : {Bad{{"--precision", "tf32"}, "--precision tf32: TF32 and BF16 are the GPU"},
+                       Bad{{"--precision", "bf16"}, "--precision bf16: TF32 and BF16 are the GPU"},
+                       Bad{{"--precision", "half"}, "--precision half: expected auto, fp32, tf32 or bf16"},
+                       Bad{{"--tf32", "half"}, "--tf32 half: expected conv, all or off"},
+                       Bad{{"--precision", "fp32", "--tf32", "all"}, "both given"}}) {
+    TempDir out("precision_bad");
+    std::vector<std::string> args{"--out-dir", out.str(), "--device", "cpu"};
+    args.insert(args.end(), b.flag.begin(), b.flag.end());
+    testing::internal::CaptureStderr();
+    EXPECT_EQ(run_toy(args), 2) << b.flag[1];
+    const std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_NE(err.find(b.says), std::string::npos) << err;
+  }
+}
+
+// On a GPU: auto is TF32 for both; --tf32 conv (the older default) keeps the dense
+// layers in FP32; bf16 sets both.
+TEST(HarnessFlags, PrecisionOnCudaSetsBothSettings) {
+  MN_SKIP_IF_NO_CUDA();
+  using mn::kernels::Precision;
+  mn::kernels::PrecisionScope restore(Precision::FP32);
   struct Case {
     std::vector<std::string> flag;
-    bool matmul, conv;
+    Precision conv, matmul;
   };
-  for (const Case& c : {Case{{}, false, true}, Case{{"--tf32", "all"}, true, true},
-                        Case{{"--tf32", "off"}, false, false}, Case{{"--tf32", "conv"}, false, true},
-                        Case{{"--tf32", "true"}, true, true}, Case{{"--tf32", "false"}, false, false}}) {
-    TempDir out("tf32");
-    std::vector<std::string> args{"--out-dir", out.str(), "--device", "cpu", "--epochs", "1"};
+  for (const Case& c : {Case{{}, Precision::TF32, Precision::TF32}, Case{{"--precision", "bf16"}, Precision::BF16, Precision::BF16},
+                        Case{{"--precision", "fp32"}, Precision::FP32, Precision::FP32},
+                        Case{{"--tf32", "conv"}, Precision::TF32, Precision::FP32}}) {
+    TempDir out("precision_cuda");
+    std::vector<std::string> args{"--out-dir", out.str(), "--device", "cuda", "--epochs", "1"};
     args.insert(args.end(), c.flag.begin(), c.flag.end());
     ASSERT_EQ(run_toy(args), 0);
-    const std::string what = c.flag.empty() ? "default" : c.flag[1];
-    EXPECT_EQ(mn::kernels::allow_tf32(), c.matmul) << what;
-    EXPECT_EQ(mn::kernels::allow_tf32_conv(), c.conv) << what;
+    EXPECT_EQ(mn::kernels::conv_precision(), c.conv);
+    EXPECT_EQ(mn::kernels::matmul_precision(), c.matmul);
   }
-  TempDir out("tf32_bad");
-  testing::internal::CaptureStderr();
-  EXPECT_EQ(run_toy({"--out-dir", out.str(), "--device", "cpu", "--tf32", "half"}), 2);
-  EXPECT_NE(testing::internal::GetCapturedStderr().find("--tf32 half: expected conv"), std::string::npos);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
-// The opt-in TF32 tensor-core paths (kernels/gemm_config.h): the process-wide
-// switch (CPU tests), and GPU parity against float64 CPU oracles of
+// The tensor-core precisions (kernels/gemm_config.h: TF32 and BF16 on our mma.sync kernels,
+// TF32 also on the older WMMA kernels): the process-wide settings (CPU tests), and GPU
+// parity against float64 CPU oracles, in TF32 and in BF16, of
 //   - the CUDA GEMM (CudaGemmVariant::TensorCoreTF32, chosen for float when
 //     allow_tf32() is on): all four transpose combinations, odd sizes around the
 //     128x128x16 tile, padded leading dimensions, alpha/beta, batched calls, the
@@ -11,7 +12,8 @@
 // never affected, and with it on the results really are TF32 (they deviate from
 // the float64 oracle by more than any FP32 summation could).
 //
-// Tolerance. TF32 keeps 10 explicit mantissa bits; rounding to nearest moves each
+// Tolerance (BF16: the same argument with 7 explicit mantissa bits, 2^-9 per input,
+// 2^-8 per product). TF32 keeps 10 explicit mantissa bits; rounding to nearest moves each
 // input by at most 2^-11 relative, so a product a*b moves by at most
 // (2 * 2^-11 + 2^-22) |ab| ~= 2^-10 |ab| and a dot product by at most
 // 2^-10 * sum_k |a_ik b_kj| (worst case: no cancellation of the rounding errors).
@@ -46,29 +48,36 @@ namespace mn::kernels {
 namespace {
 
 constexpr double kTf32 = 1.0 / 1024;  // 2^-10: the per-product bound of TF32 inputs
+constexpr double kBf16 = 1.0 / 256;   // 2^-8: the per-product bound of BF16 inputs
 constexpr double kU32 = 1.0 / (1 << 24);
 
 double fp32_bound(int64_t K, double mag) { return 8 * (std::sqrt(double(K)) + 2) * kU32 * mag; }
 double tf32_bound(int64_t K, double mag) { return 2 * kTf32 * mag + fp32_bound(K, mag); }
+double bf16_bound(int64_t K, double mag) { return 2 * kBf16 * mag + fp32_bound(K, mag); }
+double prec_bound(Precision p, int64_t K, double mag) {
+  return p == Precision::TF32 ? tf32_bound(K, mag) : p == Precision::BF16 ? bf16_bound(K, mag) : fp32_bound(K, mag);
+}
 
-// Restores the TF32 switch and the CUDA GEMM variant when the test ends.
-class Tf32Guard {
+// Sets both precisions and the CUDA GEMM variant; restores them when the test ends.
+class PrecisionGuard {
  public:
-  explicit Tf32Guard(bool on, CudaGemmVariant v = CudaGemmVariant::Tiled)
-      : saved_on_(allow_tf32()), saved_v_(cuda_gemm_variant()) {
-    set_allow_tf32(on);
+  explicit PrecisionGuard(Precision p, CudaGemmVariant v = CudaGemmVariant::Tiled)
+      : scope_(p), saved_v_(cuda_gemm_variant()) {
     set_cuda_gemm_variant(v);
   }
-  ~Tf32Guard() {
-    set_allow_tf32(saved_on_);
-    set_cuda_gemm_variant(saved_v_);
-  }
-  Tf32Guard(const Tf32Guard&) = delete;
-  Tf32Guard& operator=(const Tf32Guard&) = delete;
+  ~PrecisionGuard() { set_cuda_gemm_variant(saved_v_); }
+  PrecisionGuard(const PrecisionGuard&) = delete;
+  PrecisionGuard& operator=(const PrecisionGuard&) = delete;
 
  private:
-  bool saved_on_;
+  PrecisionScope scope_;
   CudaGemmVariant saved_v_;
+};
+// TF32 on (both settings) or FP32.
+class Tf32Guard : public PrecisionGuard {
+ public:
+  explicit Tf32Guard(bool on, CudaGemmVariant v = CudaGemmVariant::Tiled)
+      : PrecisionGuard(on ? Precision::TF32 : Precision::FP32, v) {}
 };
 
 // ---- the precision policy (CPU: the scope itself) ------------------------------------
@@ -92,9 +101,11 @@ TEST(Tf32Policy, Fp32ScopeNestsAndIsPerThread) {
 // ---- the switch (CPU) -----------------------------------------------------------------
 TEST(Tf32Switch, DefaultFollowsEnvironmentAndSetGetWork) {
   // Nothing else in this binary changes the switch without restoring it, so here
-  // it still has its initial value: on only when MN_ALLOW_TF32=1.
+  // it still has its initial value: on only when MN_ALLOW_TF32=1 (or MN_PRECISION=tf32).
   const char* e = std::getenv("MN_ALLOW_TF32");
-  const bool env_on = e != nullptr && std::strcmp(e, "1") == 0;
+  const char* pe = std::getenv("MN_PRECISION");
+  const bool env_on = (pe != nullptr && *pe != '\0') ? std::strcmp(pe, "tf32") == 0
+                                                      : e != nullptr && std::strcmp(e, "1") == 0;
   EXPECT_EQ(allow_tf32(), env_on);
   {
     Tf32Guard g(true);
@@ -222,16 +233,25 @@ std::vector<GemmCase> tf32_gemm_cases() {
   return out;
 }
 
-TEST(Tf32GemmCuda, ParityWithOracleAllTransposesOddSizesBatched) {
-  MN_SKIP_IF_NO_CUDA();
-  Tf32Guard g(true);  // Tiled + allow_tf32: float goes to the tensor-core kernel
-  uint64_t seed = 300;
+// Tiled at precision p: float goes to the tensor-core kernel.
+void expect_gemm_parity(Precision prec, uint64_t seed) {
+  PrecisionGuard g(prec);
   for (const GemmCase& p : tf32_gemm_cases()) {
     std::vector<double> ref;
     double mag;
     const auto got = run_gemm<float>(p, seed += 3, &ref, &mag);
-    EXPECT_TRUE(test::all_close(ref, as_double(got), tf32_bound(p.K, mag), 0)) << p.str();
+    EXPECT_TRUE(test::all_close(ref, as_double(got), prec_bound(prec, p.K, mag), 0)) << precision_name(prec) << " " << p.str();
   }
+}
+
+TEST(Tf32GemmCuda, ParityWithOracleAllTransposesOddSizesBatched) {
+  MN_SKIP_IF_NO_CUDA();
+  expect_gemm_parity(Precision::TF32, 300);
+}
+
+TEST(Bf16GemmCuda, ParityWithOracleAllTransposesOddSizesBatched) {
+  MN_SKIP_IF_NO_CUDA();
+  expect_gemm_parity(Precision::BF16, 1300);
 }
 
 TEST(Tf32GemmCuda, ExplicitVariantUsesTf32EvenWithTheSwitchOffAndLeavesDoubleAlone) {
@@ -253,14 +273,7 @@ TEST(Tf32GemmCuda, ExplicitVariantUsesTf32EvenWithTheSwitchOffAndLeavesDoubleAlo
 
 TEST(Tf32GemmCuda, SwitchOffIsFp32Accurate) {
   MN_SKIP_IF_NO_CUDA();
-  Tf32Guard g(false);
-  uint64_t seed = 500;
-  for (const GemmCase& p : tf32_gemm_cases()) {
-    std::vector<double> ref;
-    double mag;
-    const auto got = run_gemm<float>(p, seed += 3, &ref, &mag);
-    EXPECT_TRUE(test::all_close(ref, as_double(got), fp32_bound(p.K, mag), 0)) << p.str();
-  }
+  expect_gemm_parity(Precision::FP32, 500);
 }
 
 // With the switch on, the float result must show TF32 rounding: some entry is
@@ -323,7 +336,7 @@ struct ConvProblem {
   Tensor x, w, b, dy;                   // float32, CPU
   Tensor y_ref, dx_ref, dw_ref;         // float64
   double y_tol, dx_tol, dw_tol;
-  ConvProblem(const Shape& xs, const Shape& ws, const Conv2dParams& p, bool tf32, uint64_t seed) {
+  ConvProblem(const Shape& xs, const Shape& ws, const Conv2dParams& p, Precision prec, uint64_t seed) {
     x = test::rand(xs, -1, 1, DType::F32, Device::cpu(), seed);
     w = test::rand(ws, -0.2, 0.2, DType::F32, Device::cpu(), seed + 1);
     b = test::rand({ws[0]}, -1, 1, DType::F32, Device::cpu(), seed + 2);
@@ -336,7 +349,7 @@ struct ConvProblem {
     const int64_t C = ws[1], K = ws[0], R = ws[2], S = ws[3];
     const int64_t npq = y_ref.size(0) * y_ref.size(2) * y_ref.size(3);
     auto bound = [&](int64_t terms, double mag) {
-      return tf32 ? tf32_bound(terms, mag) : fp32_bound(terms, mag);
+      return prec_bound(prec, terms, mag);
     };
     // The forward bias is added once in float: 2^-24 |y| more, covered by the +2 of the bound.
     y_tol = bound(C * R * S, max_of(conv2d_forward(abs_of(x64), abs_of(w64), Tensor(), p)) + 1.0);
@@ -345,12 +358,12 @@ struct ConvProblem {
   }
 };
 
-void expect_conv_parity(const Shape& xs, const Shape& ws, const Conv2dParams& p, bool tf32,
+void expect_conv_parity(const Shape& xs, const Shape& ws, const Conv2dParams& p, Precision prec,
                         uint64_t seed) {
-  Tf32Guard g(tf32);
-  ConvProblem c(xs, ws, p, tf32, seed);
+  PrecisionGuard g(prec);
+  ConvProblem c(xs, ws, p, prec, seed);
   const Device d = Device::cuda();
-  const std::string what = std::string(tf32 ? "tf32" : "fp32") + " x " + shape_str(xs) + " w " +
+  const std::string what = std::string(precision_name(prec)) + " x " + shape_str(xs) + " w " +
                            shape_str(ws) + " stride " + std::to_string(p.stride_h) + "," +
                            std::to_string(p.stride_w) + " pad " + std::to_string(p.pad_h) + "," +
                            std::to_string(p.pad_w) + " dil " + std::to_string(p.dilation_h) + "," +
@@ -387,19 +400,37 @@ std::vector<ConvShape> conv_shapes() {
       {{1, 1, 67, 65}, {70, 1, 5, 3}, conv_params(1, 1, 2, 1)},
       {{3, 4, 5, 5}, {2, 4, 1, 1}, conv_params(1, 1, 0, 0)},
       {{2, 1, 4, 4}, {2, 1, 4, 4}, conv_params(1, 1, 0, 0)},
+      // conv4 (the CPU presets' trunk): 3 x 3, padding 1, 64 channels, 28 x 28 halving.
+      {{2, 1, 28, 28}, {64, 1, 3, 3}, conv_params(1, 1, 1, 1)},
+      {{2, 64, 14, 14}, {64, 64, 3, 3}, conv_params(1, 1, 1, 1)},
+      {{2, 64, 3, 3}, {64, 64, 3, 3}, conv_params(1, 1, 1, 1)},
   };
 }
 
-TEST(Tf32ConvCuda, ParityKochAndOddShapes) {
+// Both TF32 kernels: the mma.sync one (default) and the older WMMA one (tc_mma off).
+TEST(Tf32ConvCuda, ParityKochConv4AndOddShapesBothKernels) {
   MN_SKIP_IF_NO_CUDA();
-  uint64_t seed = 700;
-  for (const ConvShape& s : conv_shapes()) expect_conv_parity(s.x, s.w, s.p, true, seed += 5);
+  const CudaSpeedups saved = cuda_speedups();
+  for (bool mma : {true, false}) {
+    CudaSpeedups sp = saved;
+    sp.tc_mma = mma;
+    set_cuda_speedups(sp);
+    uint64_t seed = 700;
+    for (const ConvShape& s : conv_shapes()) expect_conv_parity(s.x, s.w, s.p, Precision::TF32, seed += 5);
+  }
+  set_cuda_speedups(saved);
+}
+
+TEST(Bf16ConvCuda, ParityKochConv4AndOddShapes) {
+  MN_SKIP_IF_NO_CUDA();
+  uint64_t seed = 1700;
+  for (const ConvShape& s : conv_shapes()) expect_conv_parity(s.x, s.w, s.p, Precision::BF16, seed += 5);
 }
 
 TEST(Tf32ConvCuda, SwitchOffIsFp32Accurate) {
   MN_SKIP_IF_NO_CUDA();
   uint64_t seed = 800;
-  for (const ConvShape& s : conv_shapes()) expect_conv_parity(s.x, s.w, s.p, false, seed += 5);
+  for (const ConvShape& s : conv_shapes()) expect_conv_parity(s.x, s.w, s.p, Precision::FP32, seed += 5);
 }
 
 // As for the GEMM: with the switch on, the forward output shows TF32 rounding
@@ -412,8 +443,8 @@ TEST(Tf32ConvCuda, SwitchOnReallyRoundsToTf32AndDirectIgnoresIt) {
   Tf32Guard g(true);
   const Shape xs{2, 16, 12, 12}, ws{32, 16, 3, 3};
   const Conv2dParams p = conv_params(1, 1, 0, 0);
-  ConvProblem c(xs, ws, p, true, 900);
-  ConvProblem f(xs, ws, p, false, 900);  // same inputs, the FP32 tolerance
+  ConvProblem c(xs, ws, p, Precision::TF32, 900);
+  ConvProblem f(xs, ws, p, Precision::FP32, 900);  // same inputs, the FP32 tolerance
   const Device d = Device::cuda();
   const auto ref = c.y_ref.to_double_vector();
   const auto y = conv2d_forward(c.x.to(d), c.w.to(d), c.b.to(d), p).to_double_vector();
@@ -439,7 +470,7 @@ TEST(Tf32ConvCuda, DoubleIsNeverAffected) {
   EXPECT_TRUE(test::all_close(
       y, conv2d_forward(x.cuda(), w.cuda(), Tensor(), p).cpu(), 1e-12, 0));
 }
-// ---- the precision policy on the GPU: TF32 never reaches distances ----------------------
+// ---- the precision policy on the GPU: TF32 and BF16 never reach distances ------------------
 // 64 points a small step (0.01) apart around a common offset (1.0 in 128 dims): a.b is
 // near 128 while a squared distance is near 0.026, so TF32's 2^-11 relative rounding of
 // a.b (about 0.06) would swamp it. The pairwise distances, forward and backward, must be
@@ -457,21 +488,29 @@ TEST(Tf32PolicyCuda, PairwiseDistancesAndScopedMatmulIgnoreTheSwitch) {
   for (Metric m : {Metric::L2Squared, Metric::L2, Metric::Cosine}) {
     SCOPED_TRACE(metric_name(m));
     std::vector<Tensor> outs;
-    for (int policy = 0; policy < 3; ++policy) {
-      Tf32Guard guard(policy > 0, policy == 2 ? CudaGemmVariant::TensorCoreTF32 : CudaGemmVariant::Tiled);
+    for (int policy = 0; policy < 4; ++policy) {  // FP32, TF32, TF32 on WMMA by name, BF16
+      PrecisionGuard guard(policy == 0 ? Precision::FP32 : policy == 3 ? Precision::BF16 : Precision::TF32,
+                           policy == 2 ? CudaGemmVariant::TensorCoreTF32 : CudaGemmVariant::Tiled);
       const PairwiseResult r = pairwise_distance_forward(m, x, x);
       const auto gr = pairwise_distance_backward(m, x, x, r, g);
       outs.push_back(r.out.cpu());
       outs.push_back(gr.first.cpu());
     }
-    for (int k = 2; k < 6; ++k)
+    for (int k = 2; k < 8; ++k)
       EXPECT_TRUE(test::all_close(outs[k % 2], outs[k], 0, 0)) << "policy " << k / 2 << (k % 2 ? " backward" : " forward");
   }
-  Tensor fp32, tf32, scoped;
+  Tensor fp32, tf32, bf16, scoped;
   {
     Tf32Guard guard(false);
     fp32 = matmul(x, x, false, true).cpu();
   }
+  {
+    PrecisionGuard guard(Precision::BF16);
+    bf16 = matmul(x, x, false, true).cpu();
+    const Fp32Scope s;
+    EXPECT_TRUE(test::all_close(fp32, matmul(x, x, false, true).cpu(), 0, 0)) << "matmul used BF16 inside an Fp32Scope";
+  }
+  EXPECT_FALSE(test::all_close(fp32, bf16, 1e-3, 0)) << "the BF16 setting changed nothing";
   {
     Tf32Guard guard(true);
     tf32 = matmul(x, x, false, true).cpu();
