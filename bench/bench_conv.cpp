@@ -3,14 +3,19 @@
 //   -> conv 128@4x4 -> pool 2 -> conv 256@4x4  (conv inputs 105, 48, 21, 9).
 //
 // GPU (batch 150): ours (implicit GEMM, Conv2dAlgo::Gemm) vs cuDNN with the fastest
-// algorithm from cudnnFind*AlgorithmEx, TF32 off (CUDNN_FMA_MATH) and allowed
-// (CUDNN_TENSOR_OP_MATH), forward / backward-data / backward-weight, timed with
-// CUDA events (manual time), reporting TFLOP/s. Ours in FP32 is BM_ConvGpuOurs,
-// ours with kernels::set_allow_tf32(true) (the TF32 tensor-core implicit GEMM) is
-// BM_ConvGpuOursTf32: compare with BM_ConvGpuCudnn/<layer>/<pass>/1. Every
-// kernel's output is checked before timing (ours against our direct kernel at a
-// small batch, relative 1e-4 in FP32 and 1e-2 with TF32; cuDNN's against ours in
-// FP32 at the full batch). Skipped with SkipWithError when no GPU is present.
+// algorithm from cudnnFind*AlgorithmEx, forward / backward-data / backward-weight, timed
+// with CUDA events (manual time), reporting TFLOP/s, in three precisions:
+//   FP32  BM_ConvGpuOurs            vs BM_ConvGpuCudnn/<layer>/<pass>/0 (CUDNN_FMA_MATH)
+//   TF32  BM_ConvGpuOursTf32 (our mma.sync kernel), BM_ConvGpuOursTf32Wmma (the older
+//         WMMA kernel, CudaSpeedups::tc_mma off)  vs BM_ConvGpuCudnn/.../1
+//         (CUDNN_TENSOR_OP_MATH on float tensors)
+//   BF16  BM_ConvGpuOursBf16 (float tensors, BF16 products)  vs BM_ConvGpuCudnn/.../2
+//         (bfloat16 tensors, float compute, CUDNN_TENSOR_OP_MATH: PyTorch autocast's call)
+// BM_ConvGpuOursFwdRelu/<layer>/<fused>/<precision 1 tf32, 2 bf16>: the forward with
+// bias + ReLU in the kernel's epilogue (fused 1) or as a second pass (0). Every
+// kernel's output is checked before timing (ours against our direct kernel at a small
+// batch, relative 1e-4 in FP32, 1e-2 in TF32, 3e-2 in BF16; cuDNN's against ours at the
+// full batch). Skipped with SkipWithError when no GPU is present.
 //
 // CPU (batch 12, 2 threads): our im2col + GEMM conv per layer and pass, max-pool
 // forward/backward, and the whole branch forward + backward (compare with
@@ -32,7 +37,9 @@
 #include "autograd/ops_conv.h"
 #include "autograd/ops_layers.h"
 #include "kernels/conv2d.h"
+#include "kernels/activation.h"
 #include "kernels/gemm_config.h"
+#include "kernels/mma_layout.h"
 #include "kernels/pool.h"
 #include "runtime/device.h"
 #include "runtime/parallel.h"
@@ -111,23 +118,40 @@ double rel_diff(const Tensor& a, const Tensor& b) {
 }
 
 // Checks the fast path against the direct oracle once per (device, layer, pass,
-// TF32 switch), at a small batch (the oracle is slow; it never uses TF32). With
-// TF32 the GEMM path's inputs carry 10-bit mantissas: errors up to ~1e-3 of the
-// largest output here, so 1e-2 (an indexing error is ~1).
+// precision and kernel), at a small batch (the oracle is slow; it never uses tensor
+// cores). TF32 inputs carry 10-bit mantissas, BF16 7: errors up to ~1e-3 / ~1e-2 of
+// the largest output here, so 1e-2 / 3e-2 (an indexing error is ~1).
 bool validated(benchmark::State& state, int layer, Pass pass, Device d) {
-  static bool done[2][10][3][2] = {};
-  const bool tf32 = d.is_cuda() && kernels::allow_tf32();
-  bool& flag = done[d.is_cuda()][layer][pass][tf32];
+  static bool done[2][10][3][6] = {};
+  const kernels::Precision prec = d.is_cuda() ? kernels::conv_precision() : kernels::Precision::FP32;
+  const int pk = int(prec) + (d.is_cuda() && !kernels::cuda_speedups().tc_mma ? 3 : 0);
+  bool& flag = done[d.is_cuda()][layer][pass][pk];
   if (flag) return true;
   ConvData c = make_data(layer, d.is_cuda() ? 4 : 1, d, 7);
   const double e = rel_diff(run_ours(c, pass, Conv2dAlgo::Direct), run_ours(c, pass, Conv2dAlgo::Gemm));
-  if (!(e < (tf32 ? 1e-2 : 1e-4))) {
+  const double tol = prec == kernels::Precision::BF16 ? 3e-2 : prec == kernels::Precision::TF32 ? 1e-2 : 1e-4;
+  if (!(e < tol)) {
     state.SkipWithError(("result check failed: relative difference " + std::to_string(e)).c_str());
     return false;
   }
   flag = true;
   return true;
 }
+
+// Sets CudaSpeedups::tc_mma (and conv_fused_relu) for a scope.
+class SpeedupScope {
+ public:
+  SpeedupScope(bool tc_mma, bool fused_relu) : saved_(kernels::cuda_speedups()) {
+    kernels::CudaSpeedups s = saved_;
+    s.tc_mma = tc_mma;
+    s.conv_fused_relu = fused_relu;
+    kernels::set_cuda_speedups(s);
+  }
+  ~SpeedupScope() { kernels::set_cuda_speedups(saved_); }
+
+ private:
+  kernels::CudaSpeedups saved_;
+};
 
 // ================================ CPU ==========================================
 constexpr int64_t kCpuBatch = 12;
@@ -261,12 +285,13 @@ void time_gpu(benchmark::State& state, F&& fn, double flops) {
 }
 #endif
 
-// Ours on the GPU, FP32 or on TF32 tensor cores (the process-wide switch, set for
-// this benchmark only).
-void conv_gpu_ours(benchmark::State& state, bool tf32) {
+// Ours on the GPU at one precision (set for this benchmark only); mma false: TF32 on
+// the older WMMA kernel.
+void conv_gpu_ours(benchmark::State& state, kernels::Precision prec, bool mma = true) {
   if (!have_gpu(state)) return;
 #ifdef MN_WITH_CUDA
-  kernels::Tf32Scope tf32_scope(tf32);
+  kernels::PrecisionScope prec_scope(prec);
+  SpeedupScope sp(mma, true);
   bench::guard(state, [&] {
   const int layer = int(state.range(0));
   const Pass pass = Pass(state.range(1));
@@ -275,17 +300,49 @@ void conv_gpu_ours(benchmark::State& state, bool tf32) {
   Tensor out = run_ours(c, pass, Conv2dAlgo::Gemm);
   // Writes into fresh tensors from the caching allocator: no cudaMalloc in the loop.
   time_gpu(state, [&] { out = run_ours(c, pass, Conv2dAlgo::Gemm); }, kernels::conv2d_flops(c.g));
-  state.SetLabel(std::string(tf32 ? "ours tf32 layer" : "ours layer") + std::to_string(layer + 1) + " " +
-                 kPassName[pass] + " N=150 " + device_name(Device::cuda()));
+  state.SetLabel(std::string("ours ") + kernels::precision_name(prec) + (mma ? "" : " wmma") + " layer" +
+                 std::to_string(layer + 1) + " " + kPassName[pass] + " N=150 " + device_name(Device::cuda()));
   });
 #else
-  (void)tf32;
+  (void)prec;
+  (void)mma;
 #endif
 }
-void BM_ConvGpuOurs(benchmark::State& state) { conv_gpu_ours(state, false); }
-void BM_ConvGpuOursTf32(benchmark::State& state) { conv_gpu_ours(state, true); }
+void BM_ConvGpuOurs(benchmark::State& state) { conv_gpu_ours(state, kernels::Precision::FP32); }
+void BM_ConvGpuOursTf32(benchmark::State& state) { conv_gpu_ours(state, kernels::Precision::TF32); }
+void BM_ConvGpuOursTf32Wmma(benchmark::State& state) { conv_gpu_ours(state, kernels::Precision::TF32, false); }
+void BM_ConvGpuOursBf16(benchmark::State& state) { conv_gpu_ours(state, kernels::Precision::BF16); }
 BENCHMARK(BM_ConvGpuOurs)->ArgsProduct({{0, 1, 2, 3}, {0, 1, 2}})->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ConvGpuOursTf32)->ArgsProduct({{0, 1, 2, 3}, {0, 1, 2}})->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ConvGpuOursTf32Wmma)->ArgsProduct({{0, 1, 2, 3}, {0, 1, 2}})->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ConvGpuOursBf16)->ArgsProduct({{0, 1, 2, 3}, {0, 1, 2}})->UseManualTime()->Unit(benchmark::kMillisecond);
+
+// The forward with bias and ReLU: in the tensor-core kernel's epilogue (fused) or as
+// a ReLU pass over the output (the two give the same bits; tests/kernels/test_mma_cuda.cpp).
+void BM_ConvGpuOursFwdRelu(benchmark::State& state) {
+  if (!have_gpu(state)) return;
+#ifdef MN_WITH_CUDA
+  const int layer = int(state.range(0));
+  const bool fused = state.range(1) != 0;
+  const kernels::Precision prec = state.range(2) == 2 ? kernels::Precision::BF16 : kernels::Precision::TF32;
+  kernels::PrecisionScope prec_scope(prec);
+  SpeedupScope sp(true, fused);
+  bench::guard(state, [&] {
+  if (!validated(state, layer, Fwd, Device::cuda())) return;
+  ConvData c = make_data(layer, kGpuBatch, Device::cuda());
+  const Tensor b = Tensor::zeros({c.g.K}, DType::F32, Device::cuda());
+  Conv2dParams p;
+  p.pad_h = p.pad_w = c.pad;
+  p.algo = Conv2dAlgo::Gemm;
+  p.relu = true;
+  Tensor out = kernels::conv2d_forward(c.x, c.w, b, p);
+  time_gpu(state, [&] { out = kernels::conv2d_forward(c.x, c.w, b, p); }, kernels::conv2d_flops(c.g));
+  state.SetLabel(std::string("ours ") + kernels::precision_name(prec) + " layer" + std::to_string(layer + 1) +
+                 " fwd + bias + relu " + (fused ? "fused" : "two passes") + " N=150 " + device_name(Device::cuda()));
+  });
+#endif
+}
+BENCHMARK(BM_ConvGpuOursFwdRelu)->ArgsProduct({{0, 1, 2, 3}, {0, 1}, {1, 2}})->UseManualTime()->Unit(benchmark::kMillisecond);
 
 #ifdef MN_HAVE_CUDNN
 #define CUDNN_CHECK(expr)                                                                  \
@@ -296,22 +353,22 @@ BENCHMARK(BM_ConvGpuOursTf32)->ArgsProduct({{0, 1, 2, 3}, {0, 1, 2}})->UseManual
 
 // Google Benchmark calls a benchmark function once per trial iteration count, so
 // the algorithm search (seconds) and the full-batch check run once per case and
-// are remembered here: key layer * 6 + pass * 2 + tf32.
+// are remembered here: key layer * 9 + pass * 3 + mode (0 fp32, 1 tf32, 2 bf16).
 struct CudnnChoice {
   bool done = false;
   int algo = -1;  // -1: no usable algorithm / check failed (see error)
   cudnnMathType_t math = CUDNN_FMA_MATH;
   std::string error;
 };
-CudnnChoice g_cudnn_choice[24];
+CudnnChoice g_cudnn_choice[36];
 
-// The fastest successful result of a cudnnFind*AlgorithmEx call; with TF32 off,
-// results that need tensor-op math are ignored.
+// The fastest successful result of a cudnnFind*AlgorithmEx call; in FP32, results
+// that need tensor-op math are ignored.
 template <typename Perf>
-bool pick_algo(const Perf* perf, int n, bool tf32, CudnnChoice* c) {
+bool pick_algo(const Perf* perf, int n, bool tensor_ops, CudnnChoice* c) {
   for (int i = 0; i < n; ++i) {
     if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
-    if (!tf32 && perf[i].mathType == CUDNN_TENSOR_OP_MATH) continue;
+    if (!tensor_ops && perf[i].mathType == CUDNN_TENSOR_OP_MATH) continue;
     c->algo = int(perf[i].algo);
     c->math = perf[i].mathType;
     return true;
@@ -320,15 +377,39 @@ bool pick_algo(const Perf* perf, int n, bool tf32, CudnnChoice* c) {
   return false;
 }
 
-// range(2): 0 = TF32 off (CUDNN_FMA_MATH), 1 = tensor ops allowed (CUDNN_TENSOR_OP_MATH).
+// A bfloat16 copy (nearest even) of a float tensor, as raw bytes on the GPU, and back.
+Tensor bf16_bytes(const Tensor& f) {
+  const std::vector<float> v = f.to_vector<float>();
+  std::vector<uint8_t> b(2 * v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    const uint16_t h = kernels::mma::bf16_rn_host(kernels::mma::f2u(v[i]));
+    b[2 * i] = uint8_t(h & 0xFF), b[2 * i + 1] = uint8_t(h >> 8);
+  }
+  return Tensor::from_vector(b, {int64_t(b.size())}, Device::cuda());
+}
+Tensor float_of_bf16(const Tensor& bytes, const Shape& shape) {
+  const std::vector<uint8_t> b = bytes.to_vector<uint8_t>();
+  std::vector<float> v(b.size() / 2);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = kernels::mma::u2f(uint32_t(b[2 * i] | (b[2 * i + 1] << 8)) << 16);
+  return Tensor::from_vector(v, shape);
+}
+
+// range(2): 0 = FP32 (CUDNN_FMA_MATH), 1 = TF32 (float tensors, CUDNN_TENSOR_OP_MATH),
+// 2 = BF16 (bfloat16 tensors, float compute, CUDNN_TENSOR_OP_MATH).
 void BM_ConvGpuCudnn(benchmark::State& state) {
   if (!have_gpu(state)) return;
   bench::guard(state, [&] {
   const int layer = int(state.range(0));
   const Pass pass = Pass(state.range(1));
-  const bool tf32 = state.range(2) != 0;
+  const int mode = int(state.range(2));
+  const bool tf32 = mode != 0;  // tensor-op math
+  const bool bf16 = mode == 2;
   ConvData c = make_data(layer, kGpuBatch, Device::cuda());
   const auto& g = c.g;
+  const cudnnDataType_t dt = bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+  // The operands cuDNN reads: the float tensors, or their bfloat16 copies.
+  const Tensor xb = bf16 ? bf16_bytes(c.x) : c.x, wb = bf16 ? bf16_bytes(c.w) : c.w;
+  const Tensor dyb = bf16 ? bf16_bytes(c.dy) : c.dy;
   static cudnnHandle_t h = nullptr;
   if (!h) CUDNN_CHECK(cudnnCreate(&h));
   CUDNN_CHECK(cudnnSetStream(h, cuda::stream()));
@@ -339,17 +420,20 @@ void BM_ConvGpuCudnn(benchmark::State& state) {
   CUDNN_CHECK(cudnnCreateTensorDescriptor(&yd));
   CUDNN_CHECK(cudnnCreateFilterDescriptor(&wd));
   CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&cd));
-  CUDNN_CHECK(cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, int(g.N), int(g.C), int(g.H), int(g.W)));
-  CUDNN_CHECK(cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, int(g.N), int(g.K), int(g.P), int(g.Q)));
-  CUDNN_CHECK(cudnnSetFilter4dDescriptor(wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, int(g.K), int(g.C), int(g.R), int(g.S)));
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NCHW, dt, int(g.N), int(g.C), int(g.H), int(g.W)));
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NCHW, dt, int(g.N), int(g.K), int(g.P), int(g.Q)));
+  CUDNN_CHECK(cudnnSetFilter4dDescriptor(wd, dt, CUDNN_TENSOR_NCHW, int(g.K), int(g.C), int(g.R), int(g.S)));
   CUDNN_CHECK(cudnnSetConvolution2dDescriptor(cd, 0, 0, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   CUDNN_CHECK(cudnnSetConvolutionMathType(cd, tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
   const size_t ws_bytes = size_t(1) << 30;
   Tensor ws = Tensor::empty({int64_t(ws_bytes)}, DType::U8, Device::cuda());
-  Tensor out = Tensor::empty(pass == Fwd ? c.dy.shape() : pass == BwdData ? c.x.shape() : c.w.shape(),
-                             DType::F32, Device::cuda());
+  const Shape out_shape = pass == Fwd ? c.dy.shape() : pass == BwdData ? c.x.shape() : c.w.shape();
+  int64_t out_n = 1;
+  for (int64_t e : out_shape) out_n *= e;
+  Tensor out = bf16 ? Tensor::empty({2 * out_n}, DType::U8, Device::cuda())
+                    : Tensor::empty(out_shape, DType::F32, Device::cuda());
   const float one = 1.f, zero = 0.f;
-  CudnnChoice& ch = g_cudnn_choice[layer * 6 + int(pass) * 2 + int(tf32)];
+  CudnnChoice& ch = g_cudnn_choice[layer * 9 + int(pass) * 3 + mode];
   const bool first = !ch.done;
   if (first) {
     ch.done = true;
@@ -357,17 +441,17 @@ void BM_ConvGpuCudnn(benchmark::State& state) {
     int n_ret = 0;
     if (pass == Fwd) {
       cudnnConvolutionFwdAlgoPerf_t perf[16];
-      CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(h, xd, c.x.raw_data(), wd, c.w.raw_data(), cd, yd,
+      CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(h, xd, xb.raw_data(), wd, wb.raw_data(), cd, yd,
                                                          out.raw_data(), 16, &n_ret, perf, ws.raw_data(), ws_bytes));
       pick_algo(perf, n_ret, tf32, &ch);
     } else if (pass == BwdData) {
       cudnnConvolutionBwdDataAlgoPerf_t perf[16];
-      CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(h, wd, c.w.raw_data(), yd, c.dy.raw_data(), cd, xd,
+      CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(h, wd, wb.raw_data(), yd, dyb.raw_data(), cd, xd,
                                                               out.raw_data(), 16, &n_ret, perf, ws.raw_data(), ws_bytes));
       pick_algo(perf, n_ret, tf32, &ch);
     } else {
       cudnnConvolutionBwdFilterAlgoPerf_t perf[16];
-      CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, xd, c.x.raw_data(), yd, c.dy.raw_data(), cd, wd,
+      CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, xd, xb.raw_data(), yd, dyb.raw_data(), cd, wd,
                                                                 out.raw_data(), 16, &n_ret, perf, ws.raw_data(), ws_bytes));
       pick_algo(perf, n_ret, tf32, &ch);
     }
@@ -390,21 +474,21 @@ void BM_ConvGpuCudnn(benchmark::State& state) {
   if (pass == Fwd) {
     algo_name = "fwd_algo" + std::to_string(algo);
     fn = [&, algo] {
-      CUDNN_CHECK(cudnnConvolutionForward(h, &one, xd, c.x.raw_data(), wd, c.w.raw_data(), cd,
+      CUDNN_CHECK(cudnnConvolutionForward(h, &one, xd, xb.raw_data(), wd, wb.raw_data(), cd,
                                           cudnnConvolutionFwdAlgo_t(algo), ws.raw_data(), ws_bytes, &zero,
                                           yd, out.raw_data()));
     };
   } else if (pass == BwdData) {
     algo_name = "bwd_data_algo" + std::to_string(algo);
     fn = [&, algo] {
-      CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, wd, c.w.raw_data(), yd, c.dy.raw_data(), cd,
+      CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, wd, wb.raw_data(), yd, dyb.raw_data(), cd,
                                                cudnnConvolutionBwdDataAlgo_t(algo), ws.raw_data(), ws_bytes,
                                                &zero, xd, out.raw_data()));
     };
   } else {
     algo_name = "bwd_filter_algo" + std::to_string(algo);
     fn = [&, algo] {
-      CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, xd, c.x.raw_data(), yd, c.dy.raw_data(), cd,
+      CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, xd, xb.raw_data(), yd, dyb.raw_data(), cd,
                                                  cudnnConvolutionBwdFilterAlgo_t(algo), ws.raw_data(), ws_bytes,
                                                  &zero, wd, out.raw_data()));
     };
@@ -415,7 +499,8 @@ void BM_ConvGpuCudnn(benchmark::State& state) {
     ch.algo = -1;
     ch.error = "cuDNN vs ours check threw on the first trial";
     fn();
-    const double e = rel_diff(run_ours(c, pass, Conv2dAlgo::Gemm), out);
+    const double e =
+        rel_diff(run_ours(c, pass, Conv2dAlgo::Gemm), bf16 ? float_of_bf16(out, out_shape) : out.cpu());
     if (!(e < (tf32 ? 5e-2 : 1e-3)))
       ch.error = "cuDNN vs ours check failed: " + std::to_string(e);
     else
@@ -425,13 +510,13 @@ void BM_ConvGpuCudnn(benchmark::State& state) {
     state.SkipWithError(ch.error.c_str());
   } else {
     time_gpu(state, fn, kernels::conv2d_flops(g));
-    state.SetLabel(std::string("cudnn ") + (tf32 ? "tf32 " : "fp32 ") + algo_name + " layer" +
+    state.SetLabel(std::string("cudnn ") + (bf16 ? "bf16 " : tf32 ? "tf32 " : "fp32 ") + algo_name + " layer" +
                    std::to_string(layer + 1) + " " + kPassName[pass] + " N=150 " + device_name(Device::cuda()));
   }
   destroy();
   });
 }
-BENCHMARK(BM_ConvGpuCudnn)->ArgsProduct({{0, 1, 2, 3}, {0, 1, 2}, {0, 1}})->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ConvGpuCudnn)->ArgsProduct({{0, 1, 2, 3}, {0, 1, 2}, {0, 1, 2}})->UseManualTime()->Unit(benchmark::kMillisecond);
 #endif
 
 }  // namespace

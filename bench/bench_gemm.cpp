@@ -5,9 +5,13 @@
 //        and the Koch dense layer (150 x 9216) . (9216 x 4096).
 //   GPU: kernels::gemm_cuda<float> (Tiled, and Naive up to 2048) vs cuBLAS SGEMM
 //        with TF32 off (CUBLAS_DEFAULT_MATH), square 256..4096 and the Koch layer;
-//        and with TF32 on both sides: ours with kernels::set_allow_tf32(true)
-//        (the TensorCoreTF32 variant) as BM_gpu_ours_tf32 vs cuBLAS with
-//        CUBLAS_TF32_TENSOR_OP_MATH as BM_gpu_cublas_tf32, same shapes.
+//        and on tensor cores on both sides: ours at precision tf32 (our mma.sync
+//        kernel) as BM_gpu_ours_tf32 (the older WMMA kernel, CudaGemmVariant::
+//        TensorCoreTF32, as BM_gpu_ours_tf32_wmma) vs cuBLAS with
+//        CUBLAS_TF32_TENSOR_OP_MATH as BM_gpu_cublas_tf32; ours at precision bf16
+//        (float operands rounded to bfloat16 in the kernel) as BM_gpu_ours_bf16 vs
+//        cublasGemmEx on bfloat16 copies of A and B (float C, CUBLAS_COMPUTE_32F:
+//        PyTorch autocast's matmul, but a float output) as BM_gpu_cublas_bf16.
 //        Timed with CUDA events (manual time), the L2 flushed (memset of 2 x L2)
 //        before each call.
 //        Skipped with an error message when no GPU is present.
@@ -26,6 +30,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -70,11 +75,12 @@ std::vector<float> random_floats(size_t n, uint32_t seed) {
 }
 
 // Row-major C = A B; checks 64 sampled entries against a double dot product.
-// tf32: the inputs were rounded to TF32 (each product off by up to 2^-10 |a b|,
-// doubled for the tensor cores' accumulation).
+// round: the inputs were rounded (TF32: each product off by up to 2^-10 |a b|, BF16:
+// 2^-8 |a b|; doubled for the tensor cores' accumulation); 0 for FP32.
+constexpr double kTf32Round = 1.0 / 1024, kBf16Round = 1.0 / 256;
 bool sample_check(int64_t M, int64_t N, int64_t K, const std::vector<float>& A,
                   const std::vector<float>& B, const std::vector<float>& C, std::string* why,
-                  bool tf32 = false) {
+                  double round = 0) {
   std::mt19937 g(7);
   const double u = std::numeric_limits<float>::epsilon() / 2;
   for (int s = 0; s < 64; ++s) {
@@ -84,7 +90,7 @@ bool sample_check(int64_t M, int64_t N, int64_t K, const std::vector<float>& A,
       acc += double(A[i * K + k]) * B[k * N + j];
       mag += std::abs(double(A[i * K + k]) * B[k * N + j]);
     }
-    const double tol = 8 * (std::sqrt(double(K)) + 2) * u * mag + (tf32 ? 2.0 / 1024 * mag : 0.0);
+    const double tol = 8 * (std::sqrt(double(K)) + 2) * u * mag + 2 * round * mag;
     if (std::abs(acc - C[i * N + j]) > tol) {
       *why = "C[" + std::to_string(i) + "," + std::to_string(j) + "] = " +
              std::to_string(C[i * N + j]) + ", expected " + std::to_string(acc);
@@ -148,6 +154,7 @@ struct GpuCase {
   int64_t M, N, K;
   std::vector<float> hA, hB;
   mn::Tensor A, B, C, flush;
+  mn::Tensor A16, B16;  // bfloat16 copies (raw bytes), made by the cuBLAS BF16 case
   GpuCase(int64_t m, int64_t n, int64_t k)
       : M(m), N(n), K(k), hA(random_floats(m * k, 1)), hB(random_floats(k * n, 2)) {
     A = mn::Tensor::from_vector(hA, {m, k}, mn::Device::cuda());
@@ -190,35 +197,64 @@ void run_cublas_with(cublasHandle_t h, GpuCase& c) {
 void run_cublas(GpuCase& c) { run_cublas_with(cublas(), c); }
 void run_cublas_tf32(GpuCase& c) { run_cublas_with(cublas_tf32(), c); }
 
+// bfloat16 (nearest even) bytes of a float vector, on the GPU.
+mn::Tensor bf16_bytes(const std::vector<float>& v) {
+  std::vector<uint16_t> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    uint32_t b;
+    std::memcpy(&b, &v[i], 4);
+    h[i] = uint16_t((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16);
+  }
+  std::vector<uint8_t> bytes(2 * h.size());
+  std::memcpy(bytes.data(), h.data(), bytes.size());
+  return mn::Tensor::from_vector(bytes, {int64_t(bytes.size())}, mn::Device::cuda());
+}
+// C (float) = A B on bfloat16 copies of A and B, float accumulation.
+void run_cublas_bf16(GpuCase& c) {
+  if (!c.A16.defined()) c.A16 = bf16_bytes(c.hA), c.B16 = bf16_bytes(c.hB);
+  const float one = 1.f, zero = 0.f;
+  const cublasStatus_t st =
+      cublasGemmEx(cublas(), CUBLAS_OP_N, CUBLAS_OP_N, int(c.N), int(c.M), int(c.K), &one, c.B16.raw_data(),
+                   CUDA_R_16BF, int(c.N), c.A16.raw_data(), CUDA_R_16BF, int(c.K), &zero, c.C.data<float>(),
+                   CUDA_R_32F, int(c.N), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  if (st != CUBLAS_STATUS_SUCCESS) MN_THROW("cublasGemmEx (bf16) failed with status ", int(st));
+}
+
 void run_ours(GpuCase& c) {
   mn::kernels::gemm_cuda<float>(false, false, c.M, c.N, c.K, 1.f, c.A.data<float>(), c.K,
                                 c.B.data<float>(), c.N, 0.f, c.C.data<float>(), c.N);
 }
 
-template <typename Run>
-void gpu_bench_body(benchmark::State& st, int64_t M, int64_t N, int64_t K, Run run, bool tf32);
+enum class Mode { Fp32, Tf32, Bf16 };
 
-// tf32: `run` rounds its inputs to TF32; it is then checked against cuBLAS in
-// TF32 mode, with the TF32 tolerances.
 template <typename Run>
-void gpu_bench(benchmark::State& st, int64_t M, int64_t N, int64_t K, Run run, bool tf32 = false) {
+void gpu_bench_body(benchmark::State& st, int64_t M, int64_t N, int64_t K, Run run, Mode mode);
+
+// mode: `run` rounds its inputs to TF32 or BF16; it is then checked against cuBLAS in
+// the same precision, with that precision's tolerances.
+template <typename Run>
+void gpu_bench(benchmark::State& st, int64_t M, int64_t N, int64_t K, Run run, Mode mode = Mode::Fp32) {
   if (!mn::cuda_available()) {
     st.SkipWithError("no CUDA device present: GPU benchmark skipped");
     return;
   }
-  mn::bench::guard(st, [&] { gpu_bench_body(st, M, N, K, run, tf32); });
+  mn::bench::guard(st, [&] { gpu_bench_body(st, M, N, K, run, mode); });
 }
 
 template <typename Run>
-void gpu_bench_body(benchmark::State& st, int64_t M, int64_t N, int64_t K, Run run, bool tf32) {
+void gpu_bench_body(benchmark::State& st, int64_t M, int64_t N, int64_t K, Run run, Mode mode) {
   GpuCase c(M, N, K);
-  // Correctness: the whole result against cuBLAS (same math mode), relative to the
+  // Correctness: the whole result against cuBLAS (same precision), relative to the
   // largest entry, and 64 entries against the double dot product. With TF32 both
   // sides round the inputs to TF32; their difference is of the order of the TF32
   // error, ~2^-11 sqrt(K) rms|a b| (a few 1e-4 of the largest entry at K = 4096):
-  // 1e-2 leaves margin and still fails any indexing error (differences ~ max|C|).
-  if (tf32)
+  // 1e-2 leaves margin and still fails any indexing error (differences ~ max|C|);
+  // BF16 rounds to 2^-9, so 3e-2 (both sides round the same inputs the same way).
+  const bool tf32 = mode == Mode::Tf32;
+  if (mode == Mode::Tf32)
     run_cublas_tf32(c);
+  else if (mode == Mode::Bf16)
+    run_cublas_bf16(c);
   else
     run_cublas(c);
   std::vector<float> ref = c.C.to_vector<float>();
@@ -232,7 +268,9 @@ void gpu_bench_body(benchmark::State& st, int64_t M, int64_t N, int64_t K, Run r
     dmax = std::isnan(d) ? std::numeric_limits<double>::infinity() : std::max(dmax, d);
   }
   std::string why;
-  if (dmax > (tf32 ? 1e-2 : 1e-4) * cmax || !sample_check(M, N, K, c.hA, c.hB, got, &why, tf32)) {
+  const double rel = mode == Mode::Bf16 ? 3e-2 : tf32 ? 1e-2 : 1e-4;
+  const double round = mode == Mode::Bf16 ? kBf16Round : tf32 ? kTf32Round : 0.0;
+  if (dmax > rel * cmax || !sample_check(M, N, K, c.hA, c.hB, got, &why, round)) {
     st.SkipWithError(("wrong result before timing: max|ours - cuBLAS| = " + std::to_string(dmax) +
                       " (max|C| " + std::to_string(cmax) + ") " + why)
                          .c_str());
@@ -261,14 +299,27 @@ void BM_gpu_ours_naive(benchmark::State& st, int64_t M, int64_t N, int64_t K) {
 void BM_gpu_cublas(benchmark::State& st, int64_t M, int64_t N, int64_t K) {
   gpu_bench(st, M, N, K, run_cublas);
 }
-// TF32 as a training run would use it: the switch on, the default variant.
+// TF32 / BF16 as a training run would use them: the precision set, the default variant.
 void BM_gpu_ours_tf32(benchmark::State& st, int64_t M, int64_t N, int64_t K) {
   mn::kernels::set_cuda_gemm_variant(mn::kernels::CudaGemmVariant::Tiled);
   mn::kernels::Tf32Scope tf32(true);
-  gpu_bench(st, M, N, K, run_ours, true);
+  gpu_bench(st, M, N, K, run_ours, Mode::Tf32);
+}
+void BM_gpu_ours_tf32_wmma(benchmark::State& st, int64_t M, int64_t N, int64_t K) {
+  mn::kernels::set_cuda_gemm_variant(mn::kernels::CudaGemmVariant::TensorCoreTF32);
+  gpu_bench(st, M, N, K, run_ours, Mode::Tf32);
+  mn::kernels::set_cuda_gemm_variant(mn::kernels::CudaGemmVariant::Tiled);
+}
+void BM_gpu_ours_bf16(benchmark::State& st, int64_t M, int64_t N, int64_t K) {
+  mn::kernels::set_cuda_gemm_variant(mn::kernels::CudaGemmVariant::Tiled);
+  mn::kernels::PrecisionScope bf16(mn::kernels::Precision::BF16);
+  gpu_bench(st, M, N, K, run_ours, Mode::Bf16);
 }
 void BM_gpu_cublas_tf32(benchmark::State& st, int64_t M, int64_t N, int64_t K) {
-  gpu_bench(st, M, N, K, run_cublas_tf32, true);
+  gpu_bench(st, M, N, K, run_cublas_tf32, Mode::Tf32);
+}
+void BM_gpu_cublas_bf16(benchmark::State& st, int64_t M, int64_t N, int64_t K) {
+  gpu_bench(st, M, N, K, run_cublas_bf16, Mode::Bf16);
 }
 #endif
 
@@ -290,7 +341,9 @@ class RatioReporter : public benchmark::ConsoleReporter {
     for (const auto& [name, g] : gflops_) {
       for (const auto& [ours, ref] : {std::pair<std::string, std::string>{"BM_cpu_ours", "BM_cpu_openblas"},
                                       {"BM_gpu_ours", "BM_gpu_cublas"},
-                                      {"BM_gpu_ours_tf32", "BM_gpu_cublas_tf32"}}) {
+                                      {"BM_gpu_ours_tf32", "BM_gpu_cublas_tf32"},
+                                      {"BM_gpu_ours_tf32_wmma", "BM_gpu_cublas_tf32"},
+                                      {"BM_gpu_ours_bf16", "BM_gpu_cublas_bf16"}}) {
         if (name.rfind(ours + "/", 0) != 0) continue;
         const std::string ref_name = ref + name.substr(ours.size());
         auto r = gflops_.find(ref_name);
@@ -338,20 +391,17 @@ void register_all() {
   gpu.insert(gpu.begin() + 4, {"4096", 4096, 4096, 4096});
   for (const auto& s : gpu) {
     const std::string n = s.name;
-    benchmark::RegisterBenchmark(("BM_gpu_ours/" + n).c_str(), BM_gpu_ours, s.M, s.N, s.K)
-        ->UseManualTime()
-        ->Unit(benchmark::kMicrosecond);
-    benchmark::RegisterBenchmark(("BM_gpu_cublas/" + n).c_str(), BM_gpu_cublas, s.M, s.N, s.K)
-        ->UseManualTime()
-        ->Unit(benchmark::kMicrosecond);
-    benchmark::RegisterBenchmark(("BM_gpu_ours_tf32/" + n).c_str(), BM_gpu_ours_tf32, s.M, s.N,
-                                 s.K)
-        ->UseManualTime()
-        ->Unit(benchmark::kMicrosecond);
-    benchmark::RegisterBenchmark(("BM_gpu_cublas_tf32/" + n).c_str(), BM_gpu_cublas_tf32, s.M,
-                                 s.N, s.K)
-        ->UseManualTime()
-        ->Unit(benchmark::kMicrosecond);
+    for (const auto& [prefix, fn] : std::vector<std::pair<std::string, void (*)(benchmark::State&, int64_t, int64_t, int64_t)>>{
+             {"BM_gpu_ours/", BM_gpu_ours},
+             {"BM_gpu_cublas/", BM_gpu_cublas},
+             {"BM_gpu_ours_tf32/", BM_gpu_ours_tf32},
+             {"BM_gpu_ours_tf32_wmma/", BM_gpu_ours_tf32_wmma},
+             {"BM_gpu_cublas_tf32/", BM_gpu_cublas_tf32},
+             {"BM_gpu_ours_bf16/", BM_gpu_ours_bf16},
+             {"BM_gpu_cublas_bf16/", BM_gpu_cublas_bf16}})
+      benchmark::RegisterBenchmark((prefix + n).c_str(), fn, s.M, s.N, s.K)
+          ->UseManualTime()
+          ->Unit(benchmark::kMicrosecond);
     if (s.M * s.N * s.K <= int64_t(2048) * 2048 * 2048)
       benchmark::RegisterBenchmark(("BM_gpu_ours_naive/" + n).c_str(), BM_gpu_ours_naive, s.M,
                                    s.N, s.K)

@@ -8,9 +8,12 @@
 //
 //   BM_TrainStepGpu/50   the study's batch (50 triplets = 150 images), CUDA events
 //                        (manual time); skipped without a device.
-//   BM_TrainStepGpuTf32/50  the same with kernels::set_allow_tf32(true): the
-//                        convolutions and the dense layer on TF32 tensor cores
-//                        (compare with koch_train_torch.py --device cuda --tf32).
+//   BM_TrainStepGpuTf32/50  the same with --precision tf32: the convolutions and the
+//                        dense layer on our TF32 tensor-core kernels (compare with
+//                        koch_train_torch.py --device cuda --tf32).
+//   BM_TrainStepGpuBf16/50  --precision bf16: BF16 products, FP32 accumulation,
+//                        tensors and optimizer in FP32 (compare with
+//                        koch_train_torch.py --device cuda --bf16, autocast).
 //   BM_TrainStepCpu/4, /16, /50   4, 16 and 50 triplets on the CPU with MN_NUM_THREADS
 //                        threads (2 on the shared machine), steady-clock manual time;
 //                        also process CPU ms per step and the CPU block cache's peak.
@@ -18,7 +21,8 @@
 // the fastest iteration (the shared 2-core machine is noisy; compare with the
 // reference's min_ms). GPU cases also report tflops (the convolutions' and the
 // dense layer's multiply-adds, train_macs_per_image, x2 per mean iteration time),
-// peak_tflops and share_of_peak (FP32, or TF32 for the Tf32 case; sm_80/sm_90).
+// peak_tflops and share_of_peak (FP32, or the dense TF32 / BF16 tensor-core peak;
+// sm_80/sm_90).
 // Before timing, one step is checked: the loss is finite and the step changed
 // the weights.
 // Reference: bench/references/koch_train_torch.py (the same iteration in PyTorch),
@@ -165,7 +169,8 @@ double train_macs_per_image() {
 // tensor-core FLOP per SM per clock (1024 on sm_80, 2048 on sm_90): A100 19.5 /
 // 156 TFLOP/s, H100 SXM 67 / 535 at 1.98 GHz. 0 (no share reported) for other
 // architectures, whose per-SM rates differ between products.
-double device_peak_flops(bool tf32) {
+double device_peak_flops(kernels::Precision prec) {
+  const bool tc = prec != kernels::Precision::FP32;
   int dev = 0, sms = 0, khz = 0, major = 0, minor = 0;
   CUDA_CHECK(cudaGetDevice(&dev));
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
@@ -174,19 +179,21 @@ double device_peak_flops(bool tf32) {
   CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
   const int cc = major * 10 + minor;
   double per_sm_clk = 0;
-  if (cc == 80) per_sm_clk = tf32 ? 1024 : 128;
-  if (cc == 90) per_sm_clk = tf32 ? 2048 : 256;
+  // Dense BF16 tensor-core FLOP per SM per clock are twice TF32's.
+  const double tc_scale = prec == kernels::Precision::BF16 ? 2 : 1;
+  if (cc == 80) per_sm_clk = tc ? 1024 * tc_scale : 128;
+  if (cc == 90) per_sm_clk = tc ? 2048 * tc_scale : 256;
   return per_sm_clk * sms * khz * 1e3;
 }
 #endif
 
-void train_step_gpu(benchmark::State& st, bool tf32) {
+void train_step_gpu(benchmark::State& st, kernels::Precision prec) {
 #ifdef MN_WITH_CUDA
   if (!cuda_available()) {
     st.SkipWithError("no CUDA device");
     return;
   }
-  kernels::Tf32Scope tf32_scope(tf32);  // this benchmark only, restored on every exit path
+  kernels::PrecisionScope prec_scope(prec);  // this benchmark only, restored on every exit path
   bench::guard(st, [&] {
   const int64_t B = st.range(0);
   Device dev = Device::cuda();
@@ -212,25 +219,27 @@ void train_step_gpu(benchmark::State& st, bool tf32) {
   // device's peak (FP32 lanes, or TF32 tensor cores when TF32 is on).
   const double flops = 2.0 * train_macs_per_image() * 3.0 * B * static_cast<double>(st.iterations()) / total_s;
   st.counters["tflops"] = flops / 1e12;
-  const double peak = device_peak_flops(tf32);
+  const double peak = device_peak_flops(prec);
   st.counters["peak_tflops"] = peak / 1e12;
   if (peak > 0) st.counters["share_of_peak"] = flops / peak;
-  st.SetLabel(device_name(dev) + (tf32 ? ", float32 with TF32 tensor cores" : ", float32") +
-              ", global loss, Adam");
+  st.SetLabel(device_name(dev) + ", float32 tensors, " + kernels::precision_name(prec) +
+              " convolutions and dense layers, global loss, Adam");
   });
 #else
-  (void)tf32;
+  (void)prec;
   st.SkipWithError("built without CUDA");
 #endif
 }
 
-void BM_TrainStepGpu(benchmark::State& st) { train_step_gpu(st, false); }
-void BM_TrainStepGpuTf32(benchmark::State& st) { train_step_gpu(st, true); }
+void BM_TrainStepGpu(benchmark::State& st) { train_step_gpu(st, kernels::Precision::FP32); }
+void BM_TrainStepGpuTf32(benchmark::State& st) { train_step_gpu(st, kernels::Precision::TF32); }
+void BM_TrainStepGpuBf16(benchmark::State& st) { train_step_gpu(st, kernels::Precision::BF16); }
 
 }  // namespace
 
 BENCHMARK(BM_TrainStepGpu)->Arg(50)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(2.0);
 BENCHMARK(BM_TrainStepGpuTf32)->Arg(50)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(2.0);
+BENCHMARK(BM_TrainStepGpuBf16)->Arg(50)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(2.0);
 BENCHMARK(BM_TrainStepCpu)->Arg(4)->Arg(16)->Arg(50)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(5.0);
 
 BENCHMARK_MAIN();

@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
 # One device call that checks the whole GPU path inside a short lease (the device tool
 # lends 15 minutes a session, 10 a command): on the GPU machine, from the repository
-# root with .gpu carried (stage it here first: MN_BUILD_DIR=build tools/gpu_stage.sh all
-# --with-data), within BUDGET seconds (default 540):
+# root with .gpu carried (stage it here first: MN_BUILD_DIR=build tools/gpu_stage.sh tc
+# --with-data; `all` for PLAN=legacy), within BUDGET seconds (default 540). `tools/gpu_check.sh --dry-run`
+# (anywhere, no GPU needed) prints the plan with each step's estimated device seconds.
+# The default plan (PLAN=tensor-cores) is the tensor-core call of issues 31/32: the GPU
+# tests with compute-sanitizer memcheck and racecheck on the tensor-core kernels' tests
+# beside them (SAN_EARLY), the benchmarks in TF32 and BF16 against cuDNN / cuBLAS and
+# PyTorch 2.x eager (TF32, bf16 autocast), then E: one full-protocol omniglot_triplet
+# --preset full run (50 x 500 x 50, validation each epoch, Lake's 400 trials) with
+# --time-limit at the budget's end. PLAN=legacy keeps the older defaults below.
 #   A. every GPU test of every test binary, side by side (a skip counts as a failure:
 #      the device is there), and Elementwise.DeviceMismatchThrows;
 #   B. on the quiet GPU: BENCHES (default bench_gemm, bench_conv: ours FP32/TF32 against
@@ -13,6 +20,8 @@
 #      whose losses and scores are compared with the same command on the CPU
 #      (SMOKE_ARGS), and a throughput run at the study's 50 triplets (SPEED_ARGS); both
 #      beside D;
+#   E. (PLAN=tensor-cores, FULL_RUN=1) the full-protocol run, FULL_ARGS added to
+#      --preset full; its folder (no checkpoints) comes back in smoke.tgz;
 #   D. compute-sanitizer memcheck (each test binary), racecheck, initcheck and synccheck
 #      (the kernel tests) on the GPU tests, side by side, until the budget ends
 #      (SAN_SERIAL=1: one job after another, each with the whole machine, at most
@@ -39,6 +48,47 @@ cd "$(dirname "$0")/.." || exit 1
 t0=$(date +%s)
 budget=${BUDGET:-540}
 left() { echo $(( budget - ($(date +%s) - t0) )); }
+plan=${PLAN:-tensor-cores}
+if [[ $plan == tensor-cores ]]; then
+  # The tensor-core call: sanitizers on the new kernels' tests beside the test run,
+  # the references in the three precisions, the full-protocol run last.
+  # (the Koch-sized MmaKoch cases are left to A: under a sanitizer they take minutes)
+  tc_filter='*Mma*Cuda*:*Bf16*Cuda*:*Tf32*Cuda*-*MmaKoch*'
+  : "${SAN_EARLY:=1}" "${SAN_SECONDS:=120}"
+  : "${SAN_JOBS:=memcheck:kernels:2:$tc_filter racecheck:kernels:2:$tc_filter memcheck:experiments:1:*Precision*Cuda*}"
+  : "${BENCHES:=gemm conv train_step}"
+  : "${GEMM_FILTER:=BM_gpu_(ours|cublas)(_tf32|_bf16)?/(koch_fc|4096)}"
+  : "${CONV_FILTER:=BM_ConvGpu(OursTf32|OursBf16|OursFwdRelu)/|BM_ConvGpuCudnn/[0-9]/[0-9]/[12]}"
+  : "${TORCH_MODES:=fp32 tf32 bf16}"
+  : "${FULL_RUN:=1}"
+  : "${SMOKE_ARGS:=--preset full --epochs 1 --iters 6 --batch 8 --val-tasks 20 --val-triplets 200}"
+  : "${SPEED_ARGS:=}"
+fi
+if [[ ${1:-} == --dry-run ]]; then
+  # Estimates from the 2026-11-27 H200 calls (tests ~90 s, a benchmark case ~1 s, the
+  # Koch step benchmark ~10 s a precision, PyTorch ~12 s a mode) and, for the full run,
+  # the issue's target (<= 4 minutes); the start and the transfers (~60 s) are extra.
+  est_tests=90 est_bench=0
+  for b in ${BENCHES:-gemm conv train_step}; do
+    case $b in gemm) est_bench=$(( est_bench + 30 )) ;; conv) est_bench=$(( est_bench + 70 )) ;;
+               train_step) est_bench=$(( est_bench + 35 )) ;; *) est_bench=$(( est_bench + 30 )) ;; esac
+  done
+  est_torch=$(( 12 * $(wc -w <<< "${TORCH_MODES:-fp32 tf32}") ))
+  est_full=0
+  [[ ${FULL_RUN:-0} == 1 ]] && est_full=240
+  echo "gpu_check plan ($plan), budget ${budget} s:"
+  echo "  A. GPU tests of ${TEST_BINS:-runtime kernels autograd nn data experiments}, filter ${TEST_FILTER:-every *Cuda* test}: ~${est_tests} s"
+  echo "  D. sanitizers${SAN_EARLY:+ (beside A, ${SAN_SECONDS:-?} s)}: ${SAN_JOBS:-memcheck on every binary, racecheck, initcheck, synccheck}"
+  echo "  B. benchmarks ${BENCHES:-gemm conv train_step} (gemm: ${GEMM_FILTER:-all GPU}; conv: ${CONV_FILTER:-all GPU}): ~${est_bench} s; PyTorch ${TORCH_MODES:-fp32 tf32}: ~${est_torch} s"
+  echo "  C. smoke run (${SMOKE_ARGS:-default}) beside D: ~15 s"
+  [[ ${FULL_RUN:-0} == 1 ]] && echo "  E. omniglot_triplet --preset full --device cuda ${FULL_ARGS:-} --time-limit <what is left - 20 s>: ~${est_full} s at the targets (4 ms TF32 steps)"
+  total=$(( est_tests + est_bench + est_torch + est_full ))
+  echo "  estimated: ${total} s of ${budget} s (+ ~60 s for the machine's start and the transfers)"
+  staged="missing: run MN_BUILD_DIR=build tools/gpu_stage.sh tc --with-data"
+  [[ -d .gpu ]] && staged="$(du -sh .gpu | cut -f1) staged"
+  echo "  .gpu: $staged"
+  exit 0
+fi
 if ! nvidia-smi -L >/dev/null 2>&1; then
   echo "gpu_check: no NVIDIA GPU here (nvidia-smi -L failed); run it on the GPU machine" >&2
   exit 2
@@ -167,6 +217,7 @@ for tf in ${TORCH_MODES:-fp32 tf32}; do
   (( $(left) > 60 )) || break
   flag=""
   [[ $tf == tf32 ]] && flag="--tf32"
+  [[ $tf == bf16 ]] && flag="--bf16"
   timeout 60 python3 bench/references/koch_train_torch.py --device cuda --batch 50 --seconds 5 $flag \
     >> "$json/${date}-${gpu}-train_step-torch.jsonl" 2>> "$logs/torch.log"
   say "PyTorch Koch step $tf: exit $? $(tail -n 1 "$json/${date}-${gpu}-train_step-torch.jsonl" | cut -c1-300)"
@@ -194,11 +245,15 @@ if [[ -n ${MN_DATA_DIR:-} && -x $G/omniglot_triplet && ${OMNIGLOT_RUNS:-1} != 0 
       ${SMOKE_ARGS:---preset full --epochs 1 --iters 6 --batch 8 --val-tasks 20 --val-triplets 200} \
       > "$smoke/parity.log" 2>&1
     echo "parity run exit $?" >> "$smoke/parity.log"
-    s=$(date +%s)
-    # shellcheck disable=SC2086
-    timeout 200 "$G/omniglot_triplet" --device cuda --out-dir "$smoke/speed" \
-      ${SPEED_ARGS:---preset full --epochs 1 --iters 200 --batch 50} > "$smoke/speed.log" 2>&1
-    echo "speed run exit $? after $(( $(date +%s) - s )) s" >> "$smoke/speed.log"
+    if [[ $plan == legacy || -n ${SPEED_ARGS:-} ]]; then  # the tensor-core plan measures speed in E
+      s=$(date +%s)
+      # shellcheck disable=SC2086
+      timeout 200 "$G/omniglot_triplet" --device cuda --out-dir "$smoke/speed" \
+        ${SPEED_ARGS:---preset full --epochs 1 --iters 200 --batch 50} > "$smoke/speed.log" 2>&1
+      echo "speed run exit $? after $(( $(date +%s) - s )) s" >> "$smoke/speed.log"
+    else
+      echo "speed run: left to E" > "$smoke/speed.log"
+    fi
   ) &
   smoke_pid=$!
 fi
@@ -277,9 +332,26 @@ fi
 }
 # SAN_EARLY=1: C and D beside A (the sanitizers get SAN_SECONDS), then B on a quiet GPU:
 # a first session on new code learns of failures and findings even if time runs out.
+# E. The full-protocol run (FULL_RUN=1): on the quiet GPU after the benchmarks, stopped
+# resumably 20 s before the budget ends (its checkpoints stay on the machine).
+run_full() {
+  [[ ${FULL_RUN:-0} == 1 && -n ${MN_DATA_DIR:-} && -x $G/omniglot_triplet ]] || return
+  local l=$(( $(left) - 20 ))
+  (( l > 60 )) || { say "E. full run: skipped, $(left) s left"; return; }
+  say "== E. full-protocol run, time limit ${l} s"
+  local s
+  s=$(date +%s)
+  # shellcheck disable=SC2086  # flag list
+  "$G/omniglot_triplet" --device cuda --preset full --out-dir "$smoke/full" --time-limit "$l" ${FULL_ARGS:-} \
+    > "$smoke/full.log" 2>&1
+  say "full run: exit $? after $(( $(date +%s) - s )) s (0 finished, 3 stopped resumably)"
+  grep -E '^epoch [0-9]+:' "$smoke/full.log" | tail -n 3 | tee -a "$LOG"
+  grep -E 'Lake|one-shot' "$smoke/full.log" | tail -n 4 | tee -a "$LOG"
+  pack
+}
 if [[ ${SAN_EARLY:-0} == 1 ]]; then
-  start_cd; run_tests; collect_cd; run_benches
+  start_cd; run_tests; collect_cd; run_benches; run_full
 else
-  run_tests; run_benches; start_cd; collect_cd
+  run_tests; run_benches; run_full; start_cd; collect_cd
 fi
 say "== done after $(( $(date +%s) - t0 )) s"

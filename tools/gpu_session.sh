@@ -22,8 +22,8 @@
 # name:binary:flags joined by '+' that run one after another, all stopping resumably
 # STUDY_SECONDS (1200) after the launch (a run is not started with under
 # MIN_RUN_SECONDS, 120, left); START_SECONDS (540) for the whole start call; TF32 (auto:
-# the default --tf32 conv when the TF32 parity tests pass, else --tf32 off; 1: --tf32 all;
-# 0: --tf32 off); CHECK_SECONDS (540); FINISH_SECONDS (480);
+# the default --precision auto (TF32) when the TF32 parity tests pass, else --precision fp32;
+# 1: --precision tf32; 0: --precision fp32); CHECK_SECONDS (540); FINISH_SECONDS (480);
 # STUDY_DEVICE (cuda; cpu for a dry run of the script with tiny RUNS on a machine without a GPU).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -77,18 +77,18 @@ start)
   timeout 150 $G/bench_conv --benchmark_filter='Gpu' --benchmark_out="$json/${date}-${gpu}-conv.json" \
     --benchmark_out_format=json --benchmark_color=false 2>&1 | tee -a "$LOG" | tail -n 50
   tar -C "$json" -czf "$OUT/bench-json.tgz" .
-  # 2. TF32 parity decides --tf32 for the runs (TF32=auto).
+  # 2. TF32 parity decides --precision for the runs (TF32=auto).
   say "== TF32 parity tests"
   timeout 120 $G/mn_tests_kernels --gtest_brief=1 --gtest_filter='Tf32*' 2>&1 | tee -a "$LOG" | tail -n 20
   tf32_rc=${PIPESTATUS[0]}
-  # The binaries' default (--tf32 conv) is PyTorch's: TF32 convolutions, FP32 dense layers.
+  # The binaries' default on a GPU (--precision auto) is TF32 for convolutions and dense layers.
   tf32_flag=""
   case "${TF32:-auto}" in
-    1) tf32_flag="--tf32 all" ;;
-    0) tf32_flag="--tf32 off" ;;
-    auto) [[ $tf32_rc == 0 ]] || tf32_flag="--tf32 off" ;;
+    1) tf32_flag="--precision tf32" ;;
+    0) tf32_flag="--precision fp32" ;;
+    auto) [[ $tf32_rc == 0 ]] || tf32_flag="--precision fp32" ;;
   esac
-  say "TF32 tests exit $tf32_rc; runs use: ${tf32_flag:---tf32 conv (the default)}"
+  say "TF32 tests exit $tf32_rc; runs use: ${tf32_flag:---precision auto (tf32, the default)}"
   # 3. The study queues, each in its own session (setsid) so it outlives this call;
   # the queues train side by side, the runs of one queue one after another.
   IFS=';' read -ra queues <<< "$RUNS"

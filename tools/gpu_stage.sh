@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Prepares a GPU session (H100/H200): builds for sm_90 here and stages stripped
 # binaries in .gpu/ (keep it out of git: `echo /.gpu/ >> .git/info/exclude`).
-#   tools/gpu_stage.sh tests|bench|study|all [--with-data]
+#   tools/gpu_stage.sh tests|bench|study|all|tc [--with-data]
 # stages one group as plain files (all three together exceed the device tool's 64
 # MiB carry limit: about 38 MB of tests, 34 MB of benchmarks, 18 MB for the study),
-# or `all` of them packed with xz as .gpu/bin.tar.xz (about 13 MB; unpacked to /tmp
-# on the GPU machine by tools/gpu_env.sh). Then, on the GPU machine, from the
+# or `all` of them packed with xz as .gpu/bin.tar.xz (unpacked to /tmp on the GPU
+# machine by tools/gpu_env.sh; 46 MB on 2026-11-28 with sm_80 + sm_90 code, too much
+# beside the 13 MB repository and the data), or `tc`: what tools/gpu_check.sh's
+# tensor-core plan runs (the test binaries, bench_gemm, bench_conv, bench_train_step,
+# omniglot_triplet), packed the same way; with --with-data it stages Omniglot and the
+# image cache but not MNIST. Then, on the GPU machine, from the
 # repository root with .gpu carried:
 #   bash tools/gpu_run.sh      (runs whatever is staged; knobs in its header)
 #   bash tools/gpu_session.sh start|check|finish   (all --with-data: a whole session)
@@ -26,19 +30,20 @@ case "$what" in
   bench) pattern="$bd/bench/bench_*" ;;
   study) pattern="$bd/experiments/omniglot_*" ;;
   all) pattern="$bd/tests/mn_tests_* $bd/bench/bench_* $bd/experiments/omniglot_* $bd/experiments/sampling" ;;
-  *) echo "usage: tools/gpu_stage.sh tests|bench|study|all [--with-data]" >&2; exit 2 ;;
+  tc) pattern="$bd/tests/mn_tests_* $bd/bench/bench_gemm $bd/bench/bench_conv $bd/bench/bench_train_step $bd/experiments/omniglot_triplet" ;;
+  *) echo "usage: tools/gpu_stage.sh tests|bench|study|all|tc [--with-data]" >&2; exit 2 ;;
 esac
 rm -rf .gpu && mkdir -p .gpu/lib
 dest=.gpu
-[[ "$what" == all ]] && dest=.gpu/bin && mkdir -p "$dest"
+[[ "$what" == all || "$what" == tc ]] && dest=.gpu/bin && mkdir -p "$dest"
 for b in $pattern; do
   [[ -x "$b" && -f "$b" ]] && strip -o "$dest/$(basename "$b")" "$b"
 done
-if [[ "$what" == all ]]; then
+if [[ "$what" == all || "$what" == tc ]]; then
   tar -C "$dest" -cJf .gpu/bin.tar.xz . && rm -rf "$dest"
 fi
 cp -L /usr/lib/x86_64-linux-gnu/libbenchmark.so.1debian .gpu/lib/
-if [[ "$what" == bench || "$what" == all ]]; then
+if [[ "$what" == bench || "$what" == all || "$what" == tc ]]; then
   # bench_gemm links OpenBLAS (36 MB, with libgfortran and libquadmath), which the
   # GPU machine lacks: packed with xz (about 5 MB); gpu_run.sh unpacks it to /tmp.
   mkdir -p .gpu/lib/pack
@@ -58,7 +63,7 @@ if [[ "${2:-}" == "--with-data" ]]; then
   [[ -n "$root" ]] || { echo "gpu_stage: Omniglot not found (set MN_DATA_DIR)" >&2; exit 1; }
   tar -C "$root" -czf .gpu/omniglot.tgz omniglot
   # MNIST (11 MB, already gzipped) for the sampling study's GPU runs, unpacked beside it.
-  [[ -d "$root/mnist" ]] && tar -C "$root" -cf .gpu/mnist.tar mnist
+  [[ -d "$root/mnist" && "$what" != tc ]] && tar -C "$root" -cf .gpu/mnist.tar mnist
   # The packed-image cache (about 2.4 MB with xz), so the runs skip decoding PNGs.
   cache="${MN_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/metricnet}"
   if [[ -f "$cache/omniglot_images_background.mnpack" ]]; then

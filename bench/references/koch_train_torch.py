@@ -14,7 +14,10 @@ Same iteration as bench/bench_train_step.cpp:
   convolutions and 1e-3 on the dense layer; zero_grad (set to zero, as ours).
 Inputs: fixed binary images, ink 255 / paper 0 (the driver's raw scale), ~15 % ink.
 
-Times the iteration on CUDA (CUDA events, TF32 off unless --tf32) when available,
+Times the iteration on CUDA (CUDA events, TF32 off unless --tf32; --bf16 runs the
+forward under torch.autocast("cuda", dtype=torch.bfloat16): bf16 convolutions and
+matmuls, FP32 master weights and Adam state, the loss in FP32 as autocast keeps
+reductions) when available,
 else on the CPU with torch.set_num_threads(--threads). Prints one JSON object.
   /usr/bin/python3 bench/references/koch_train_torch.py --device cpu --batch 4 --threads 2
   python3 bench/references/koch_train_torch.py --device cuda --batch 50
@@ -62,7 +65,10 @@ def main():
     ap.add_argument("--threads", type=int, default=2, help="CPU threads")
     ap.add_argument("--seconds", type=float, default=10.0, help="minimum timed duration")
     ap.add_argument("--tf32", action="store_true", help="allow TF32 in convolutions and matmuls (CUDA)")
+    ap.add_argument("--bf16", action="store_true", help="autocast(bfloat16) forward (CUDA)")
     args = ap.parse_args()
+    if args.bf16 and args.device == "cpu":
+        ap.error("--bf16 is for CUDA (autocast bfloat16)")
     dev = args.device
     if dev == "auto":
         dev = "cuda" if torch.cuda.is_available() else "cpu"
@@ -83,7 +89,9 @@ def main():
     imgs = [((torch.rand(batch, 1, 105, 105, generator=g) < 0.15).float() * 255.0).to(dev) for _ in range(3)]
 
     def step():
-        e = net(torch.cat(imgs, 0))
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=args.bf16 and dev == "cuda"):
+            e = net(torch.cat(imgs, 0))
+        e = e.float()  # the loss in FP32 (ours: distances and losses always FP32)
         a, p, n = e[:batch], e[batch:2 * batch], e[2 * batch:]
         loss = global_loss(a, p, n)
         loss.backward()
@@ -127,6 +135,7 @@ def main():
         "images_per_iteration": 3 * batch,
         "threads": torch.get_num_threads() if dev == "cpu" else None,
         "tf32": bool(args.tf32) if dev == "cuda" else None,
+        "bf16_autocast": bool(args.bf16) if dev == "cuda" else None,
         "iterations": len(times),
         "first_loss": loss0,
         "median_ms": round(median * 1e3, 3),
