@@ -23,7 +23,14 @@
 //
 // Terms (m = margin, dp / dn per the distance option):
 //   Schroff   max(0, dp - dn + m)                         (Omniglot study eq. 3, squared)
-//   Kumar     max(0, 1 - dp / (dn + m)), m > 0            (eq. 4, squared)
+//   Kumar     max(0, 1 - dn / (dp + m)), m > 0            (Kumar et al. 2016, squared)
+//             The Omniglot study prints it (its eq. 4) as max(0, 1 - dp / (dn + m)):
+//             numerator and denominator swapped. That form is positive exactly when a
+//             triplet is ordered right (dp < dn + m) and zero when it is wrong, so its
+//             gradient pushes positives away: the study's own Kumar row (74.38 %) could
+//             not have come from it (our runs with it lost verification accuracy every
+//             epoch, 2026-11-28, experiments/results/omniglot/2026-11-28-cpu-grid/). We
+//             follow Kumar et al.'s orientation, the only one that learns.
 //   MarginL2  max(0, dp - dn + m)                         (sampling study eq. 2, plain)
 //   SoftMargin log(1 + exp(dp - dn + m))                  (soft-margin triplet; active: dp-dn+m > 0)
 //   SoftmaxRatio  delta+ = e^dp / (e^dp + e^dn) = sigmoid(dp - dn), delta- = 1 - delta+,
@@ -46,7 +53,7 @@
 //            the term is inactive with zero gradient (STRICT: active iff x > 0), as
 //            Schroff et al. 2015 eq. 1 (a violation is ||.||^2 + alpha > ||.||^2)
 //            and pml TripletMarginLoss (relu(x): relu'(0) = 0 in PyTorch).
-//   Kumar    max(0, 1 - dp / (dn + m)): STRICT (active iff dp < dn + m), eq. 4.
+//   Kumar    max(0, 1 - dn / (dp + m)): STRICT (active iff dn < dp + m).
 //   SoftMargin  smooth: every term has a loss > 0 and a gradient; "active" (the stat
 //            only) is STRICT x > 0.
 //   Global   the mean hinge max(0, mu+ - mu- + t): STRICT (Kumar et al. 2016 eq. 5).
@@ -147,10 +154,10 @@ MN_HD T triplet_term(TripletKind kind, T dp, T dn, T m, T* gdp, T* gdn, bool* ac
       return softplus(x);
     }
     case TripletKind::Kumar:
-    case TripletKind::GlobalTriplet: {  // the Kumar part
-      T den = dn + m;
-      T v = T(1) - dp / den;
-      if (v > T(0)) { *gdp = T(-1) / den; *gdn = dp / (den * den); *active = true; return v; }
+    case TripletKind::GlobalTriplet: {  // the Kumar part: 1 - dn / (dp + m)
+      T den = dp + m;
+      T v = T(1) - dn / den;
+      if (v > T(0)) { *gdp = dn / (den * den); *gdn = T(-1) / den; *active = true; return v; }
       return T(0);
     }
     case TripletKind::SoftmaxRatio: {

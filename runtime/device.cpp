@@ -51,6 +51,16 @@ std::string device_name(Device d) {
 #endif
 }
 
+std::string cuda_driver_version() {
+#ifdef MN_WITH_CUDA
+  int v = 0;
+  if (cudaDriverGetVersion(&v) != cudaSuccess || v == 0) return "";
+  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+#else
+  return "";
+#endif
+}
+
 Device parse_device(const std::string& s) {
   if (s == "cpu") return Device::cpu();
   if (s == "cuda") return Device::cuda(0);

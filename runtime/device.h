@@ -29,6 +29,9 @@ int cuda_device_count();
 bool cuda_available();
 // "NVIDIA H100 80GB HBM3" etc.; "cpu" for the CPU.
 std::string device_name(Device d);
+// The CUDA driver's version as "major.minor" (cudaDriverGetVersion), "" without a
+// driver or in a build without CUDA.
+std::string cuda_driver_version();
 // Parses "cpu", "cuda", "cuda:1".
 Device parse_device(const std::string& s);
 // Blocks until all work queued on the device is done (no-op on the CPU). Also the

@@ -16,6 +16,7 @@
 #include <stdexcept>
 
 #include "experiments/common/harness_internal.h"
+#include "experiments/common/provenance.h"
 #include "kernels/gemm_config.h"
 #include "nn/module.h"
 #include "runtime/determinism.h"
@@ -226,6 +227,7 @@ int evaluate_only(Study& st, Context& ctx) {
   Json out;
   out["checkpoint"] = ckpt;
   out["device"] = device_name(ctx.device());
+  out["provenance"] = ctx.summary()["provenance"];
   const std::string text = st.final_test(out);
   write_file_atomic(ctx.out_path("evaluation.json"), out.dump() + "\n");
   std::printf("%s", text.c_str());
@@ -384,6 +386,7 @@ int run_study(std::unique_ptr<Study> study, int argc, char** argv) {
     kernels::set_matmul_precision(prec.matmul);
     std::printf("%s on %s (%s)\n", prog.c_str(), device_name(device).c_str(), precision_words(prec).c_str());
     Context ctx(f, device, st.name());
+    ctx.summary()["provenance"] = provenance_json(argc, argv, device);
     if (evaluating) return evaluate_only(st, ctx);
     return run_training(st, ctx);
   } catch (const UsageError& e) {

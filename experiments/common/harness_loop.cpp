@@ -13,6 +13,7 @@
 
 #include "experiments/common/file_hash.h"
 #include "experiments/common/harness_internal.h"
+#include "experiments/common/provenance.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm_config.h"
 #include "experiments/common/step_runner.h"
@@ -115,6 +116,11 @@ void Context::save_progress(nn::Module* model, const nn::Optimizer* opt, nn::Met
 }
 
 void Context::finish_outputs() {
+  // Provenance (set by run_study): this invocation's wall time, and the block in the report.
+  if (summary_.contains("provenance")) {
+    summary_["provenance"]["wall_seconds"] = std::round(run_seconds() * 10) / 10;
+    report_ += "\n## Provenance\n\n" + provenance_markdown(summary_["provenance"]);
+  }
   write_file_atomic(out_path("summary.json"), summary_.dump(2) + "\n");
   write_file_atomic(out_path("report.md"), report_);
   std::printf("\n%s", report_.c_str());

@@ -64,9 +64,14 @@ void OmniglotStudy::declare_flags(Flags& f) {
   f.add_int("batch", 50, tri ? "triplets per iteration" : "pairs per iteration (even)", tri ? 1 : 2, 1 << 20);
   declare_kind_flags(f);
   f.add_string("trunk", "koch", "the branch network: koch (the study's) or conv4 (4 x [conv 3x3, batch-norm, "
-               "ReLU, max-pool 2], the few-shot literature's trunk; --width, --activation, --lrn, --batchnorm, "
-               "--dropout, --sigmoid-embedding and --init are Koch's only)", {"koch", "conv4"});
+               "activation, max-pool 2], the few-shot literature's trunk; --activation, --lrn, --batchnorm, "
+               "--dropout and --sigmoid-embedding mean the same on both; --width and --init are Koch's only)",
+               {"koch", "conv4"});
   f.add_int("channels", 64, "conv4: channels of every block", 1, 4096);
+  f.add_bool("conv4-bn", true, "conv4: batch normalisation after each convolution (the trunk's standard form; "
+             "--batchnorm adds the study's after each pooling layer)");
+  f.add_bool("conv4-sigmoid", false, "conv4: a sigmoid after the dense embedding (the Koch branch's head; needs "
+             "--embedding N; --sigmoid-embedding is the Koch branch's own switch)");
   f.add_string("activation", "relu", "activation of the convolutions (registered activations)", activation_names());
   f.add_bool("input-norm", false, "scale inputs to [0, 1] (ink = 1) instead of raw 0..255 (ink = 255)");
   f.add_bool("lrn", false, "local response normalisation after each pooling layer");
@@ -153,11 +158,14 @@ void OmniglotStudy::apply_presets(Flags& f, Device device, bool evaluating) {
 void OmniglotStudy::check_flags(const Flags& f, bool evaluating) const {
   // Flag against flag first, then the paths.
   if (f.str("trunk") == "conv4") {
-    for (const char* k : {"width", "activation", "lrn", "batchnorm", "dropout", "sigmoid-embedding", "init"})
-      MN_CHECK(!f.user_changed(k), "--", k, " applies to --trunk koch only; conv4 is fixed (3x3 convolutions, "
-               "batch-norm, ReLU, max-pool 2): leave --", k, " out or use --trunk koch");
+    for (const char* k : {"width", "init", "sigmoid-embedding"})
+      MN_CHECK(!f.user_changed(k), "--", k, " applies to --trunk koch only (conv4: --channels, PyTorch's "
+               "initialisation, --conv4-sigmoid): leave --", k, " out or use --trunk koch");
+    MN_CHECK(!f.flag("conv4-sigmoid") || f.i64("embedding") > 0,
+             "--conv4-sigmoid needs a dense layer: give --embedding N");
   } else {
-    MN_CHECK(!f.user_changed("channels"), "--channels applies to --trunk conv4 only (Koch's net: --width)");
+    for (const char* k : {"channels", "conv4-bn", "conv4-sigmoid"})
+      MN_CHECK(!f.user_changed(k), "--", k, " applies to --trunk conv4 only (Koch's net: --width, --batchnorm)");
   }
   check_kind_flags(f);
   if (evaluating) {
@@ -196,7 +204,7 @@ void OmniglotStudy::check_flags(const Flags& f, bool evaluating) const {
 
 std::vector<std::string> OmniglotStudy::architecture_keys() const {
   return {"width", "embedding", "activation", "lrn", "batchnorm", "dropout", "sigmoid-embedding", "share",
-          "input-norm", "trunk", "channels", "image-size"};
+          "input-norm", "trunk", "channels", "conv4-bn", "conv4-sigmoid", "image-size"};
 }
 
 nn::Conv4Options OmniglotStudy::conv4_options(Device device) const {
@@ -204,6 +212,12 @@ nn::Conv4Options OmniglotStudy::conv4_options(Device device) const {
   co.input_size = f_->i64("image-size");
   co.channels = f_->i64("channels");
   co.embedding = f_->i64("embedding");
+  co.batchnorm = f_->flag("conv4-bn");
+  co.activation = activation_by_name(f_->str("activation"));
+  co.lrn = f_->flag("lrn");
+  co.pool_batchnorm = f_->flag("batchnorm");
+  co.dropout = f_->f64("dropout");
+  co.sigmoid_embedding = f_->flag("conv4-sigmoid");
   co.device = device;
   return co;
 }
@@ -211,8 +225,15 @@ nn::Conv4Options OmniglotStudy::conv4_options(Device device) const {
 std::vector<nn::GroupSpec> OmniglotStudy::conv4_group_specs(bool head) const {
   // "conv": convolutions and batch-norm; "dense": the optional dense layer; "head": the siamese head.
   const double lr = f_->f64("lr");
-  std::vector<nn::GroupSpec> specs{{"conv", {"branch.block"}, nn::hyper(lr, f_->f64("conv-decay"))}};
-  if (f_->i64("embedding") > 0) specs.push_back({"dense", {"branch.dense"}, nn::hyper(lr, f_->f64("dense-decay"))});
+  // A disjoint anchor trunk (triplet --share disjoint-anchor) joins its layers' groups.
+  const bool anchor = f_->declared("share") && f_->str("share") == "disjoint-anchor";
+  auto prefixes = [&](const std::string& layer) {
+    std::vector<std::string> p{"branch." + layer};
+    if (anchor) p.push_back("anchor_branch." + layer);
+    return p;
+  };
+  std::vector<nn::GroupSpec> specs{{"conv", prefixes("block"), nn::hyper(lr, f_->f64("conv-decay"))}};
+  if (f_->i64("embedding") > 0) specs.push_back({"dense", prefixes("dense"), nn::hyper(lr, f_->f64("dense-decay"))});
   if (head) specs.push_back({"head", {"head"}, nn::hyper(lr, f_->f64("dense-decay"))});
   return specs;
 }

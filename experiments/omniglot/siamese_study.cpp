@@ -56,7 +56,8 @@ class SiameseStudy : public OmniglotStudy {
     return f.str("trunk") == "conv4" ? (f.i64("embedding") > 0 ? 3 : 2) : 6;
   }
   Generator* dropout_generator() const override {
-    return f_->str("trunk") == "koch" ? &net_->branch().dropout_generator() : nullptr;
+    if (f_->str("trunk") == "koch") return &net_->branch().dropout_generator();
+    return static_cast<const nn::Conv4&>(net_->trunk()).dropout_generator();
   }
 
   // The CPU demo: as the triplet binary's (conv4 on 28x28 images with the rotated

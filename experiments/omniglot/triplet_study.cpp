@@ -56,9 +56,6 @@ class TripletStudy : public OmniglotStudy {
   }
 
   void check_kind_flags(const Flags& f) const override {
-    if (f.str("trunk") == "conv4")
-      MN_CHECK(f.str("share") == "full", "--share ", f.str("share"), ": the conv4 trunk is always shared; use "
-               "--share full or --trunk koch");
     if (!is_online_sampling(f.str("sampling")))
       for (const char* k : {"per-class", "pk-alphabet"})
         MN_CHECK(!f.user_changed(k), "--", k, " applies to online sampling (P x K batches) only, not to --sampling ",
@@ -73,11 +70,13 @@ class TripletStudy : public OmniglotStudy {
   }
 
   void build_net(const nn::KochBranchOptions& o, Generator& init) override {
+    auto share = f_->str("share") == "full" ? nn::TripletShare::Full : nn::TripletShare::DisjointAnchor;
     if (f_->str("trunk") == "conv4") {
-      net_ = std::make_unique<nn::TripletNet>(std::make_shared<nn::Conv4>(conv4_options(o.device), init));
+      const nn::Conv4Options co = conv4_options(o.device);
+      net_ = std::make_unique<nn::TripletNet>(
+          [&]() -> std::shared_ptr<nn::Module> { return std::make_shared<nn::Conv4>(co, init); }, share);
       return;
     }
-    auto share = f_->str("share") == "full" ? nn::TripletShare::Full : nn::TripletShare::DisjointAnchor;
     net_ = std::make_unique<nn::TripletNet>(o, share, init);
   }
   std::vector<nn::ParamGroup> param_groups() const override {
@@ -88,7 +87,8 @@ class TripletStudy : public OmniglotStudy {
     return f.str("trunk") == "conv4" && f.i64("embedding") == 0 ? 1 : 2;
   }
   Generator* dropout_generator() const override {
-    return f_->str("trunk") == "koch" ? &net_->branch().dropout_generator() : nullptr;
+    if (f_->str("trunk") == "koch") return &net_->branch().dropout_generator();
+    return static_cast<const nn::Conv4&>(net_->trunk()).dropout_generator();
   }
   int64_t loader_triplets() const override {
     return is_online_sampling(f_->str("sampling")) ? 0 : f_->i64("batch");

@@ -204,7 +204,7 @@ LossFactory with_config() {
 
 void register_builtin_losses(Registry<LossFactory>& r) {
   r.add("schroff", "max(0, d(a,p) - d(a,n) + margin), squared L2 (FaceNet)", triplet_kind(TripletKind::Schroff));
-  r.add("kumar", "max(0, 1 - d(a,p) / (d(a,n) + margin)), squared L2", triplet_kind(TripletKind::Kumar));
+  r.add("kumar", "max(0, 1 - d(a,n) / (d(a,p) + margin)), squared L2 (Kumar et al. 2016)", triplet_kind(TripletKind::Kumar));
   r.add("margin-l2", "max(0, d(a,p) - d(a,n) + margin), plain L2", triplet_kind(TripletKind::MarginL2));
   r.add("soft-margin", "log(1 + exp(d(a,p) - d(a,n) + margin)), plain L2", triplet_kind(TripletKind::SoftMargin));
   r.add("softmax", "Hoffer & Ailon's softmax ratio, plain L2", triplet_kind(TripletKind::SoftmaxRatio));

@@ -1,6 +1,7 @@
 // The conv4 trunk (see conv4.h).
 #include "nn/models/conv4.h"
 
+#include "autograd/ops.h"
 #include "autograd/ops_layers.h"
 #include "autograd/ops_conv.h"
 
@@ -10,6 +11,8 @@ Conv4::Conv4(const Conv4Options& o, Generator& g) : opt_(o) {
   MN_CHECK(o.in_channels >= 1 && o.channels >= 1 && o.blocks >= 1, "Conv4: in_channels, channels and blocks must be "
            ">= 1, got ", o.in_channels, ", ", o.channels, ", ", o.blocks);
   MN_CHECK(o.embedding >= 0, "Conv4: embedding must be >= 0 (0: no dense layer), got ", o.embedding);
+  MN_CHECK(o.dropout >= 0 && o.dropout < 1, "Conv4: dropout must be in [0, 1), got ", o.dropout);
+  MN_CHECK(!o.sigmoid_embedding || o.embedding > 0, "Conv4: a sigmoid embedding needs a dense layer (embedding > 0)");
   int64_t side = o.input_size;
   for (int64_t b = 0; b < o.blocks; ++b) {
     MN_CHECK(side >= 2, "Conv4: a ", o.input_size, "x", o.input_size, " input is too small for ", o.blocks,
@@ -25,6 +28,9 @@ Conv4::Conv4(const Conv4Options& o, Generator& g) : opt_(o) {
     if (o.batchnorm)
       bns_.push_back(register_module(name + ".bn", std::make_shared<BatchNorm>(
                                                        BatchNormOptions(o.channels).on(o.device).of(o.dtype))));
+    if (o.pool_batchnorm)
+      pool_bns_.push_back(register_module(
+          name + ".pool_bn", std::make_shared<BatchNorm>(BatchNormOptions(o.channels).on(o.device).of(o.dtype))));
   }
   pool_ = std::make_shared<MaxPool2d>(2);
   if (o.embedding > 0) {
@@ -32,6 +38,12 @@ Conv4::Conv4(const Conv4Options& o, Generator& g) : opt_(o) {
     lo.dtype = o.dtype;
     lo.device = o.device;
     dense_ = register_module("dense", std::make_shared<Linear>(lo, g));
+  }
+  act_ = std::make_shared<Activation>(o.activation);
+  if (o.lrn) lrn_ = std::make_shared<LRN>();
+  if (o.dropout > 0) {
+    dropout_gen_ = std::make_unique<Generator>(g.next_u32() * 0x9E3779B97F4A7C15ull + 1, 0);
+    for (int64_t b = 0; b <= o.blocks; ++b) drops_.push_back(std::make_shared<Dropout>(o.dropout, *dropout_gen_));
   }
 }
 
@@ -43,12 +55,30 @@ Variable Conv4::forward(const Variable& x) {
   Variable h = x;
   for (size_t b = 0; b < convs_.size(); ++b) {
     h = convs_[b]->forward(h);
-    if (!bns_.empty()) h = bns_[b]->forward(h);
-    h = ag::relu(h);
+    if (!bns_.empty()) {
+      bns_[b]->train(is_training());
+      h = bns_[b]->forward(h);
+    }
+    h = opt_.activation == kernels::Act::ReLU ? ag::relu(h) : act_->forward(h);
     h = pool_->forward(h);
+    if (lrn_) h = lrn_->forward(h);
+    if (!pool_bns_.empty()) {
+      pool_bns_[b]->train(is_training());
+      h = pool_bns_[b]->forward(h);
+    }
+    if (!drops_.empty()) {
+      drops_[b]->train(is_training());
+      h = drops_[b]->forward(h);
+    }
   }
   h = ag::flatten_batch(h);
-  return dense_ ? dense_->forward(h) : h;
+  if (!drops_.empty() && dense_) {
+    drops_.back()->train(is_training());
+    h = drops_.back()->forward(h);
+  }
+  if (!dense_) return h;
+  h = dense_->forward(h);
+  return opt_.sigmoid_embedding ? ag::sigmoid(h) : h;
 }
 
 }  // namespace mn::nn

@@ -57,7 +57,7 @@ Ref ref_triplet(const TripletLossParams& P, Reduction red, const std::vector<dou
     double L = vp / div + vn / div + P.global_l * std::max(0.0, mp - mn_ + P.global_t);
     if (P.kind == TripletKind::GlobalTriplet) {
       double k = 0;
-      for (int64_t t = 0; t < N; ++t) k += std::max(0.0, 1 - dp[t] / (dn[t] + m)) / N;
+      for (int64_t t = 0; t < N; ++t) k += std::max(0.0, 1 - dn[t] / (dp[t] + m)) / N;
       L += P.global_g * k;
     }
     for (int64_t t = 0; t < N; ++t) r.active += dp[t] - dn[t] + P.global_t > 0;
@@ -71,7 +71,7 @@ Ref ref_triplet(const TripletLossParams& P, Reduction red, const std::vector<dou
     switch (P.kind) {
       case TripletKind::Schroff:
       case TripletKind::MarginL2: l = std::max(0.0, dp[t] - dn[t] + m); act = l > 0; break;
-      case TripletKind::Kumar: l = std::max(0.0, 1 - dp[t] / (dn[t] + m)); act = l > 0; break;
+      case TripletKind::Kumar: l = std::max(0.0, 1 - dn[t] / (dp[t] + m)); act = l > 0; break;
       case TripletKind::SoftMargin:
         l = std::log(1 + std::exp(dp[t] - dn[t] + m));
         act = dp[t] - dn[t] + m > 0;
@@ -144,6 +144,23 @@ TEST(LossKernels, TripletKindsMatchPaperLoops) {
         EXPECT_NEAR(read_stats(r32.stats).loss, read_stats(r.stats).loss,
                     1e-4 * std::max(1.0, std::abs(read_stats(r.stats).loss)));
       }
+}
+
+// Kumar et al.'s ratio loss 1 - dn / (dp + m): zero for a triplet ordered with room
+// (dn >= dp + m), positive for a wrong one, and its gradient pulls the positive in
+// (dL/ddp > 0) and pushes the negative out (dL/ddn < 0). The Omniglot study's printed
+// eq. 4 (dp and dn swapped) fails every line below.
+TEST(LossKernels, KumarRatioRewardsWellOrderedTriplets) {
+  double gdp = 0, gdn = 0;
+  bool active = true;
+  EXPECT_EQ(loss_math::triplet_term(TripletKind::Kumar, 0.2, 1.0, 0.01, &gdp, &gdn, &active), 0.0);  // good triplet
+  EXPECT_FALSE(active);
+  const double bad = loss_math::triplet_term(TripletKind::Kumar, 1.0, 0.2, 0.01, &gdp, &gdn, &active);
+  EXPECT_NEAR(bad, 1 - 0.2 / 1.01, 1e-15);
+  EXPECT_TRUE(active);
+  EXPECT_NEAR(gdp, 0.2 / (1.01 * 1.01), 1e-15);
+  EXPECT_GT(gdp, 0);
+  EXPECT_NEAR(gdn, -1 / 1.01, 1e-15);
 }
 
 TEST(LossKernels, IndexedTripletsEqualGatheredRows) {
