@@ -91,6 +91,11 @@ ImageDataset load_idx_pair(const std::string& images_path, const std::string& la
   MN_DATA_CHECK(lb.magic == 2049 && lb.dims.size() == 1, "load_idx: '", labels_path,
            "' is not a label file (magic ", lb.magic, ", ", lb.dims.size(), " dims)");
   const int64_t n = im.dims[0], nl = lb.dims[0];
+  // A header count of 0 (or 0-pixel images) would give an empty split that
+  // later steps refuse far from the file, or not at all.
+  MN_DATA_CHECK(n > 0 && im.dims[1] > 0 && im.dims[2] > 0, "load_idx: '", images_path, "' holds no images: ",
+                "its header says ", n, " images of ", im.dims[1], "x", im.dims[2],
+                " pixels (an empty or damaged file); give a complete IDX image file");
   ImageDataset ds;
   if (n != nl) {
     MN_DATA_CHECK(allow_label_prefix && n < nl, "load_idx: '", images_path, "' holds ", n,

@@ -48,7 +48,23 @@ std::vector<std::string> sorted_subdirs(const fs::path& dir) {
   std::vector<std::string> out;
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    if (it->is_directory(ec)) out.push_back(it->path().filename().string());
+    std::error_code tec;  // (not `ec`: a link that cannot be followed must not end the listing)
+    if (it->is_directory(tec)) {
+      out.push_back(it->path().filename().string());
+      continue;
+    }
+    // A symbolic link that cannot be followed (dangling, or a loop) is skipped
+    // with a warning, as files that are not regular are: it may have been meant
+    // as an alphabet or character folder. (Plain files here are not folders and
+    // are ignored as before.)
+    std::error_code lec, sec;
+    if (it->is_symlink(lec)) {
+      (void)fs::status(it->path(), sec);
+      if (sec)
+        std::cerr << "omniglot: skipping '" << it->path().string()
+                  << "': a symbolic link that cannot be followed (" << sec.message()
+                  << "), not a folder\n";
+    }
   }
   MN_DATA_CHECK(!ec, "omniglot: cannot list '", dir.string(), "': ", ec.message());
   std::sort(out.begin(), out.end());

@@ -56,6 +56,9 @@ struct SafetensorsFile {
 SafetensorsFile read_safetensors(const std::string& path);
 // Only the header's metadata (cheap: the tensor data is not read).
 Metadata read_safetensors_metadata(const std::string& path);
+// Only the tensors' names and shapes from the header (cheap; sizes and offsets
+// are checked by read_safetensors).
+std::map<std::string, Shape> read_safetensors_shapes(const std::string& path);
 
 // Module parameters + buffers + optimizer state (when `opt` is given) + metadata.
 void save_checkpoint(const std::string& path, Module& model, const Optimizer* opt = nullptr,

@@ -222,6 +222,7 @@ Device choose_device(const Flags& f) {
 int evaluate_only(Study& st, Context& ctx) {
   const std::string ckpt = ctx.flags().str("evaluate");
   st.setup(ctx);
+  check_architecture_matches(st, ctx.flags(), ckpt, "--evaluate");
   nn::load_checkpoint(ckpt, st.model(), nullptr);
   std::printf("evaluating %s on %s\n", ckpt.c_str(), device_name(ctx.device()).c_str());
   Json out;
@@ -354,7 +355,7 @@ int run_study(std::unique_ptr<Study> study, int argc, char** argv) {
       if (f.flag("resume")) {
         if (evaluating) throw UsageError("--resume and --evaluate exclude each other");
         const std::string ckpt = f.str("out-dir") + "/last.safetensors";
-        check_regular_file(ckpt, "--resume");
+        check_resume_checkpoint(f.str("out-dir"), ckpt);
         apply_resume_contract(f, st, ckpt);
       }
       if (evaluating) apply_evaluate_checkpoint(f, st, f.str("evaluate"));

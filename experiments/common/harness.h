@@ -182,6 +182,9 @@ class Study {
   // ---- epoch-shaped studies ----
   virtual bool epoch_shaped() const { return true; }
   virtual int64_t steps_per_epoch() const { return 0; }
+  // The flag that sets steps_per_epoch() (e.g. "iters"), named when a resumed
+  // checkpoint stopped beyond the end of an epoch; "": none the user sets directly.
+  virtual std::string steps_per_epoch_flag() const { return ""; }
   // Throughput: items (e.g. images) per step, shown as "<items_name>/s" and
   // logged as "<items_name>_per_second"; 0: steps per second.
   virtual int64_t items_per_step() const { return 0; }

@@ -18,6 +18,15 @@ struct TimeLimitTooShort : std::runtime_error {
 
 // Throws naming `flag` when `path` does not exist or is not a regular file.
 void check_regular_file(const std::string& path, const std::string& flag);
+// --resume: check_regular_file of `ckpt`; when it does not exist, the error says
+// whether a run was started in `out_dir` and why it saved nothing.
+void check_resume_checkpoint(const std::string& out_dir, const std::string& ckpt);
+// Before `file` is loaded into the model built from the flags (`flag`: --evaluate
+// or --resume). The flags win: a tensor of the model that the file lacks or holds
+// in another shape is an error, a tensor of the file that the model does not have
+// (its weights would be ignored) a warning; both name the architecture flags that
+// did not come from the file's metadata config.
+void check_architecture_matches(Study& st, const Flags& f, const std::string& file, const char* flag);
 
 class Context : public RunContext {
  public:

@@ -2,13 +2,19 @@
 // model selection, atomic checkpoints, exact (also mid-epoch) resume, the stop
 // control (signals, --stop-after, --time-limit with estimated costs), the
 // whole-run ETA, learning curves, and the final summary.json and report.md.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "experiments/common/file_hash.h"
@@ -169,7 +175,8 @@ void put_progress(nn::Metadata& md, const LoopState& ls, int64_t epochs_done, in
   if (!ls.best_hash.empty()) md["best_xxh3"] = ls.best_hash;
 }
 
-LoopState load_progress(Study& st, const std::string& file, int64_t iters) {
+LoopState load_progress(Study& st, const Flags& f, const std::string& file, int64_t iters) {
+  check_architecture_matches(st, f, file, "--resume");
   nn::Metadata md = nn::load_checkpoint(file, st.model(), st.optimizer());
   LoopState ls;
   ls.start_epoch = md_int(md, "epoch", file, 0, 1000000);
@@ -186,8 +193,13 @@ LoopState load_progress(Study& st, const std::string& file, int64_t iters) {
   std::string k;
   while (std::getline(names, k, ','))
     if (!k.empty()) ls.partial.emplace_back(k, md_double(md, "partial." + k, file));
-  MN_CHECK(ls.start_iter <= iters, "--resume: '", file, "' stopped at step ", ls.start_iter,
-           " of an epoch, but an epoch has ", iters, " steps now");
+  const std::string steps_flag = st.steps_per_epoch_flag();
+  MN_CHECK(ls.start_iter <= iters, "--resume: '", file, "' stopped at step ", ls.start_iter, " of an epoch, but an "
+           "epoch has ", iters, " steps now",
+           steps_flag.empty() ? std::string()
+                              : " (--" + steps_flag + " " + f.text(steps_flag) + "): give the stopped run's --" +
+                                    steps_flag + " (at least " + std::to_string(ls.start_iter) + ") to resume it, "
+                                    "or start a new run in another --out-dir");
   st.load_state(md, file);
   return ls;
 }
@@ -228,7 +240,7 @@ int train_epochs(Study& st, Context& ctx) {
   MN_CHECK(iters > 0, st.name(), ": steps_per_epoch() must be positive");
   LoopState ls;
   if (ctx.resuming()) {
-    ls = load_progress(st, last, iters);
+    ls = load_progress(st, f, last, iters);
     std::printf("resuming after epoch %lld%s from %s\n", static_cast<long long>(ls.start_epoch),
                 ls.start_iter ? (" and " + std::to_string(ls.start_iter) + " steps of the next").c_str() : "",
                 last.c_str());
@@ -259,7 +271,10 @@ int train_epochs(Study& st, Context& ctx) {
       throw TimeLimitTooShort("--time-limit " + f.text("time-limit") + " s is too short for even one training "
                               "step: setting up took " + Json(std::round(ctx.run_seconds() * 10) / 10).dump() +
                               " s and a checkpoint write about " + Json(std::round(ctx.save_seconds * 10) / 10).dump() +
-                              " s; give a longer --time-limit");
+                              " s; give a longer --time-limit" +
+                              (ctx.resuming() ? std::string(" (" + last + " is unchanged)")
+                                              : " (nothing was saved, so there is nothing to --resume: run it again "
+                                                "without --resume)"));
     nn::Metadata md;
     st.save_state(md);
     md["study"] = st.name();
@@ -472,6 +487,95 @@ int train_epochs(Study& st, Context& ctx) {
 }
 
 }  // namespace
+
+namespace {
+// The architecture flags (Study::architecture_keys) whose value did not come
+// from `file`'s metadata config, each as "--key value (where it came from)".
+std::string flags_not_from_file(const Study& st, const Flags& f, const std::string& file) {
+  const nn::Metadata md = nn::read_safetensors_metadata(file);
+  auto c = md.find("config");
+  const Json cfg = c == md.end() ? Json() : Json::parse(c->second, nullptr, false);
+  std::string out;
+  for (const auto& k : st.architecture_keys()) {
+    if (!f.declared(k) || f.origin(k) == Flags::Origin::Checkpoint) continue;
+    const Flags::Origin o = f.origin(k);
+    const std::string from = o == Flags::Origin::CommandLine ? "the command line"
+                             : o == Flags::Origin::Config    ? "the --config file"
+                             : o == Flags::Origin::Preset    ? "a preset"
+                                                             : "the default";
+    const bool stored = cfg.is_object() && cfg.contains(k);
+    const std::string theirs = !stored ? "" : cfg[k].is_string() ? cfg[k].get<std::string>() : cfg[k].dump();
+    if (stored && theirs == f.text(k)) continue;
+    out += (out.empty() ? "--" : ", --") + k + " " + f.text(k) + " (" + from + "; the file's config " +
+           (stored ? "has " + theirs : "has no '" + k + "': written by an older version or edited?") + ")";
+  }
+  return out;
+}
+}  // namespace
+
+void check_architecture_matches(Study& st, const Flags& f, const std::string& file, const char* flag) {
+  const std::map<std::string, Shape> shapes = nn::read_safetensors_shapes(file);
+  std::set<std::string> model_names;
+  std::string mismatch;  // the first tensor of the model the file lacks or has in another shape
+  auto visit = [&](const std::string& name, const Tensor& t) {
+    model_names.insert(name);
+    auto it = shapes.find(name);
+    if (!mismatch.empty()) return;
+    if (it == shapes.end())
+      mismatch = "has no tensor '" + name + "' (" + shape_str(t.shape()) + " in the model)";
+    else if (it->second != t.shape())
+      mismatch = "has tensor '" + name + "' of shape " + shape_str(it->second) + " but the model's is " +
+                 shape_str(t.shape());
+  };
+  for (const auto& [name, v] : st.model().named_parameters()) visit(name, v.data());
+  for (const auto& [name, b] : st.model().named_buffers())
+    if (b->defined()) visit(name, *b);
+  std::string unused;  // tensors of the file the model does not have (not the optimizer's)
+  int64_t n_unused = 0;
+  for (const auto& [name, s] : shapes)
+    if (!model_names.count(name) && name.rfind("optim.", 0) != 0) {
+      if (++n_unused <= 4) unused += (unused.empty() ? "'" : ", '") + name + "' " + shape_str(s);
+    }
+  if (mismatch.empty() && n_unused == 0) return;
+  const std::string sources = flags_not_from_file(st, f, file);
+  const std::string why = sources.empty() ? "the model was built from its metadata config, which therefore disagrees "
+                                            "with its tensors (edited, or written by another version)"
+                                          : "the architecture flags not taken from its metadata config: " + sources;
+  const bool resuming = std::string(flag) == "--resume";
+  MN_CHECK(mismatch.empty(), flag, ": '", file, "' ", mismatch, ": the architecture flags build the model and win "
+           "over the file, whose tensors do not fit them; ", why, resuming ? ". This run cannot be resumed; start a "
+           "new one in another --out-dir" : ". Give the architecture flags that match its tensors");
+  std::fprintf(stderr, "warning: %s: '%s' holds %lld tensor%s the model does not have (%s%s): the architecture flags "
+               "build the model and win over the file, so these weights are ignored; %s\n", flag, file.c_str(),
+               static_cast<long long>(n_unused), n_unused == 1 ? "" : "s", unused.c_str(), n_unused > 4 ? ", ..." : "",
+               why.c_str());
+}
+
+void check_resume_checkpoint(const std::string& out_dir, const std::string& ckpt) {
+  struct stat s;
+  if (::stat(ckpt.c_str(), &s) == 0 || errno != ENOENT) {
+    check_regular_file(ckpt, "--resume");
+    return;
+  }
+  // No checkpoint: say whether a run was started in --out-dir (it writes
+  // config.txt before its first step) and why it left nothing to resume.
+  std::ifstream cfg(out_dir + "/config.txt");
+  if (!cfg) {
+    MN_THROW("--resume: cannot open '", ckpt, "': ", std::strerror(ENOENT), "; no run was started in --out-dir '",
+             out_dir, "' (it has no config.txt either): start one without --resume");
+  }
+  std::string line, limit;
+  while (std::getline(cfg, line))
+    if (line.rfind("time-limit = ", 0) == 0) limit = line.substr(13);
+  const bool had_limit = !limit.empty() && std::strtod(limit.c_str(), nullptr) > 0;
+  MN_THROW("--resume: cannot open '", ckpt, "': ", std::strerror(ENOENT), "; the run started in --out-dir '", out_dir,
+           "' (its config.txt exists) stopped before it saved anything: a run writes last.safetensors only when it "
+           "stops resumably (exit status 3) or at the end of an epoch, and ",
+           had_limit ? "either its --time-limit " + limit + " s (config.txt) was too short for even one training "
+                       "step, which refuses a new run before it starts, or it failed before its first checkpoint"
+                     : std::string("it failed before its first checkpoint (see that run's error)"),
+           ". Start the run again without --resume", had_limit ? " and with a longer --time-limit" : "");
+}
 
 int run_training(Study& st, Context& ctx) {
   int rc;

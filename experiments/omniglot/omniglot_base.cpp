@@ -106,7 +106,8 @@ void OmniglotStudy::declare_flags(Flags& f) {
             "when the data is loaded (Lake's runs and --test-dir too)", 8, 105);
   f.add_bool("rotations", false, "add every training character rotated by 90, 180 and 270 degrees as new "
              "characters (4x the classes)");
-  f.add_int("train-max-drawer", 20, "train only on drawers 1..N (Koch et al.: 12)", 1, 20);
+  f.add_int("train-max-drawer", 20, "train only on drawers 1..N (Koch et al.: 12; at least 2: a positive pair "
+            "needs two drawings of one character)", 2, 20);
   f.add_double("width", 1.0, "channel multiplier of the Koch branch (1: 64/128/128/256)", 0.01, 16.0);
   f.add_int("embedding", 0, "size of the dense embedding (0: the trunk's own: Koch 4096; conv4 no dense layer, "
             "the flattened features)", 0, 1 << 20);
@@ -326,19 +327,30 @@ void OmniglotStudy::load_state(const nn::Metadata& md, const std::string& file) 
 }
 
 // -------------------------------------------------------------- evaluation --
+void check_finite_scores(const std::vector<double>& v, const std::string& what, const char* values) {
+  for (size_t i = 0; i < v.size(); ++i)
+    MN_CHECK(std::isfinite(v[i]), what, ": the network's ", values, " hold ",
+             std::isnan(v[i]) ? "NaN" : "Inf", " (value ", i, " of ", v.size(), "), so no accuracy can be "
+             "computed: its outputs overflowed or its weights are not finite (a diverged run or a damaged "
+             "checkpoint); evaluate another checkpoint");
+}
+
 // (Q, H, W) x (C, H, W) uint8 -> (Q, C): distances (triplet) or similarities (siamese).
-Tensor OmniglotStudy::score_matrix(const Tensor& queries, const Tensor& candidates) {
+Tensor OmniglotStudy::score_matrix(const Tensor& queries, const Tensor& candidates, const char* what) {
   ag::NoGradGuard ng;
   model().eval();
-  Tensor out = score_inputs(data_->to_input(queries), data_->to_input(candidates));
+  Tensor out = score_inputs(data_->to_input(queries), data_->to_input(candidates)).to(Device::cpu());
   model().train();
-  return out;
+  check_finite_scores(out.to_double_vector(), what,
+                      score_kind() == data::ScoreKind::Cost ? "distances" : "similarities");
+  return out;  // (on the host: the scorers read it there)
 }
 
 Stats OmniglotStudy::validate() {
   const double verif = verification_accuracy();
   data::OneShotResult os = data::evaluate_tasks(
-      data_->val_set(), data_->val_tasks(), [&](const Tensor& q, const Tensor& c) { return score_matrix(q, c); },
+      data_->val_set(), data_->val_tasks(),
+      [&](const Tensor& q, const Tensor& c) { return score_matrix(q, c, "validation (one-shot tasks)"); },
       score_kind());
   return {{"val_verification_percent", 100 * verif}, {"val_one_shot_percent", 100.0 - os.error_percent}};
 }
@@ -351,20 +363,22 @@ int64_t OmniglotStudy::validation_work() const {
 
 // N-way tasks from --test-dir (any Omniglot-layout folder); `groups` gets one
 // (alphabet, correct, trials) entry per alphabet the tasks drew from.
-bool OmniglotStudy::test_dir_eval(data::OneShotResult* r, std::vector<GroupScore>* groups) {
+bool OmniglotStudy::test_dir_eval(data::OneShotResult* r, std::vector<GroupScore>* groups,
+                                  std::vector<std::string>* left_out) {
   if (f_->str("test-dir").empty()) return false;
   data::OmniglotLoadOptions lo;
   lo.cache_dir = data_->cache_dir();
   data::ImageDataset ds = data::load_omniglot_set(f_->str("test-dir"), lo);
-  check_way(ds, "--test-way", f_->i64("test-way"), "--test-dir '" + f_->str("test-dir") + "'");
+  *left_out = check_way(ds, "--test-way", f_->i64("test-way"), "--test-dir '" + f_->str("test-dir") + "'");
   data::TaskOptions to;
   to.n_way = static_cast<int>(f_->i64("test-way"));
   to.num_tasks = static_cast<int>(f_->i64("test-tasks"));
   to.seed = static_cast<uint64_t>(f_->i64("test-seed"));
   to.kind = data::TaskKind::LakeKoch;
   auto tasks = data::make_one_shot_tasks(ds, to);
-  *r = data::evaluate_tasks(ds, tasks, [&](const Tensor& q, const Tensor& c) { return score_matrix(q, c); },
-                            score_kind());
+  *r = data::evaluate_tasks(
+      ds, tasks, [&](const Tensor& q, const Tensor& c) { return score_matrix(q, c, "--test-dir tasks"); },
+      score_kind());
   std::map<int32_t, GroupScore> by_alphabet;
   for (size_t t = 0; t < tasks.size() && t < r->group_error_percent.size(); ++t) {
     GroupScore& g = by_alphabet[tasks[t].alphabet];
@@ -440,7 +454,8 @@ std::string OmniglotStudy::final_test(Json& out) {
   std::string text;
   if (!data_->lake_dir().empty()) {
     data::OneShotResult r = data::evaluate_lake_runs_batched(
-        data_->lake_runs(), [&](const Tensor& q, const Tensor& c) { return score_matrix(q, c); }, score_kind());
+        data_->lake_runs(), [&](const Tensor& q, const Tensor& c) { return score_matrix(q, c, "Lake's runs"); },
+        score_kind());
     // Lake's runs: one group per run, its trials equal shares of the total.
     std::vector<GroupScore> runs;
     const size_t nr = r.group_error_percent.size();
@@ -460,10 +475,17 @@ std::string OmniglotStudy::final_test(Json& out) {
   }
   data::OneShotResult tr;
   std::vector<GroupScore> alphabets;
-  if (test_dir_eval(&tr, &alphabets)) {
+  std::vector<std::string> left_out;
+  if (test_dir_eval(&tr, &alphabets, &left_out)) {
     text += result_line("--test-dir " + f_->str("test-dir") + " (--test-seed " + f_->text("test-seed") + ")", tr,
                         alphabets, "alphabet");
+    if (!left_out.empty()) {
+      text += "- left out of the --test-dir tasks (fewer than --test-way " + f_->text("test-way") + " characters):";
+      for (size_t i = 0; i < left_out.size(); ++i) text += (i ? ", " : " ") + left_out[i];
+      text += "\n";
+    }
     out["test_dir"] = result_json(tr, alphabets, "per_alphabet");
+    out["test_dir"]["alphabets_left_out"] = left_out;
     out["test_dir"]["seed"] = f_->i64("test-seed");
   }
   return text;

@@ -48,6 +48,7 @@ class OmniglotStudy : public Study {
   void setup(RunContext& ctx) override;
 
   int64_t steps_per_epoch() const override { return f_->i64("iters"); }
+  std::string steps_per_epoch_flag() const override { return "iters"; }
   void begin_epoch(int64_t epoch) override;
   Stats validate() override;
   std::string selection_metric() const override { return "val_one_shot_percent"; }
@@ -116,9 +117,15 @@ class OmniglotStudy : public Study {
   bool loader_started_ = false;
 
  private:
-  Tensor score_matrix(const Tensor& queries_u8, const Tensor& candidates_u8);
-  bool test_dir_eval(data::OneShotResult* r, std::vector<GroupScore>* groups);
+  // `what`: the evaluation, named in the error when a score is not finite.
+  Tensor score_matrix(const Tensor& queries_u8, const Tensor& candidates_u8, const char* what);
+  // `left_out`: the alphabets of --test-dir with fewer than --test-way characters.
+  bool test_dir_eval(data::OneShotResult* r, std::vector<GroupScore>* groups, std::vector<std::string>* left_out);
 };
+
+// Throws naming the evaluation `what` when one of the network's `values`
+// (distances, similarities, logits) is NaN or Inf: no accuracy is computed from them.
+void check_finite_scores(const std::vector<double>& v, const std::string& what, const char* values);
 
 // The values of a comma-separated per-group list flag (empty: none); throws
 // naming the flag unless there are exactly `n`.

@@ -108,6 +108,7 @@ class SiameseStudy : public OmniglotStudy {
     for_validation_chunks(P.left.size(), [&](size_t i, size_t n, auto slice) {
       auto e = net_->embed_pairs(Variable(slice(P.left)), Variable(slice(P.right)));
       auto z = net_->logits(e[0], e[1]).data().to_double_vector();
+      check_finite_scores(z, "validation (verification pairs)", "logits");
       for (size_t k = 0; k < n; ++k) correct += ((z[k] > 0) == (P.genuine[i + k] != 0)) ? 1.0 : 0.0;
     });
     const size_t total = P.left.size();

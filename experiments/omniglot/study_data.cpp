@@ -186,7 +186,7 @@ const std::vector<data::OneShotTask>& StudyData::val_tasks() {
   return tasks_;
 }
 
-void check_way(const data::ImageDataset& ds, const char* flag, int64_t n, const std::string& what) {
+std::vector<std::string> check_way(const data::ImageDataset& ds, const char* flag, int64_t n, const std::string& what) {
   // Tasks draw their N characters from one alphabet (data/tasks.h).
   std::vector<int64_t> per_alphabet(ds.alphabet_names.size(), 0);
   for (int32_t c = 0; c < ds.num_classes(); ++c)
@@ -196,12 +196,37 @@ void check_way(const data::ImageDataset& ds, const char* flag, int64_t n, const 
                                             : *std::max_element(per_alphabet.begin(), per_alphabet.end());
   MN_CHECK(n <= most, flag, " ", n, ": ", what, " has at most ", most, " characters in one alphabet, and an N-way "
            "task draws its N characters from one alphabet; use ", flag, " ", most, " or less");
+  // The alphabets too small for N-way tasks are left out of them: say so.
+  std::vector<std::string> left_out;
+  std::string list;
+  for (size_t a = 0; a < per_alphabet.size(); ++a)
+    if (per_alphabet[a] < n) {
+      left_out.push_back(ds.alphabet_names[a] + " (" + std::to_string(per_alphabet[a]) + " characters)");
+      list += (list.empty() ? "" : ", ") + left_out.back();
+    }
+  if (!left_out.empty())
+    std::fprintf(stderr, "warning: %s %lld: %zu of the %zu alphabets of %s have fewer than %lld characters and are "
+                 "left out of its tasks (an N-way task draws its N characters from one alphabet): %s\n", flag,
+                 static_cast<long long>(n), left_out.size(), per_alphabet.size(), what.c_str(),
+                 static_cast<long long>(n), list.c_str());
+  return left_out;
 }
 
 const std::vector<data::LakeRun>& StudyData::lake_runs() {
   if (!have_lake_) {
     MN_CHECK(!lake_dir_.empty(), "Lake's runs: no all_runs/ folder under '", root_, "'");
     lake_ = data::load_lake_runs(lake_dir_);
+    // Lake's runs are Omniglot drawings (105x105), area-averaged to --image-size
+    // like the training images; other sizes are not Lake's images (resize_area
+    // would refuse a smaller one without naming it, or silently rescale it).
+    const int64_t side = data::OmniglotLoadOptions{}.expected_size;
+    for (const auto& run : lake_) {
+      const Tensor& q = run.queries;  // load_lake_runs: every image of a run has one size
+      MN_CHECK(q.size(1) == side && q.size(2) == side, "Lake's runs: '", lake_dir_, "/", run.query_files.at(0),
+               "' (and the rest of its run folder) is ", q.size(1), "x", q.size(2), ", expected ", side, "x", side,
+               " (Omniglot's drawings): '", lake_dir_, "' does not hold Lake's all_runs/ images; restore them "
+               "(data/fetch.sh get omniglot) or point --data-dir elsewhere");
+    }
     have_lake_ = true;
   }
   return lake_;

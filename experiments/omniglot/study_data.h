@@ -42,8 +42,9 @@ struct IndexPairs {
 };
 
 // Throws naming `flag` when `ds` (described as `what`) has no alphabet with `n`
-// characters for N-way tasks.
-void check_way(const data::ImageDataset& ds, const char* flag, int64_t n, const std::string& what);
+// characters for N-way tasks. Returns the alphabets with fewer, which the tasks
+// leave out ("Name (k characters)"), after a warning on stderr naming them.
+std::vector<std::string> check_way(const data::ImageDataset& ds, const char* flag, int64_t n, const std::string& what);
 
 class StudyData {
  public:

@@ -240,6 +240,8 @@ class TripletStudy : public OmniglotStudy {
                                     Variable(slice(T.negatives)));
       auto dp = ag::l2_distance(e[0], e[1], true).data().to_double_vector();
       auto dn = ag::l2_distance(e[0], e[2], true).data().to_double_vector();
+      check_finite_scores(dp, "validation (verification triplets)", "distances");
+      check_finite_scores(dn, "validation (verification triplets)", "distances");
       for (size_t k = 0; k < n; ++k) correct += dp[k] < dn[k] ? 1.0 : (dp[k] == dn[k] ? 0.5 : 0.0);
     });
     const size_t total = T.anchors.size();

@@ -1,4 +1,4 @@
-// Regression tests for the bad inputs of issue 17 (data readers): a directory
+// Regression tests for the bad inputs of issues 17 and 37 (data readers): a directory
 // or a FIFO where a file is expected, cache keys that missed changes, numbers
 // that parsers accepted although non-finite or out of range, a wrong-size Lake
 // image blamed on another file, and developer text in user-facing errors.
@@ -124,6 +124,28 @@ TEST(DataBadInput, DirectoryInsideOmniglotCharacterIsSkipped) {
   EXPECT_EQ(ds.size(), 4);
 }
 
+// Issue 37: a character (or alphabet) folder that is a symbolic link looping on
+// itself or pointing nowhere is skipped with a line naming it, as files are.
+TEST(DataBadInput, UnfollowableLinksAmongOmniglotFoldersAreSkippedByName) {
+  test::TempDir d;
+  make_set(d / "set", 2, 6);
+  fs::create_symlink("character09", d / "set/Alpha/character09");        // loops on itself
+  fs::create_symlink(d / "nowhere", d / "set/Alpha/character10");         // dangling
+  fs::create_symlink(d / "nowhere_either", d / "set/Beta");               // a dangling alphabet
+  OmniglotLoadOptions o;
+  o.expected_size = 6;
+  testing::internal::CaptureStderr();
+  ImageDataset ds = load_omniglot_set(d / "set", o);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(ds.size(), 4);
+  EXPECT_EQ(ds.num_classes(), 2);
+  for (const char* link : {"set/Alpha/character09", "set/Alpha/character10", "set/Beta"})
+    EXPECT_NE(err.find("omniglot: skipping '" + d / link + "': a symbolic link that cannot be followed"),
+              std::string::npos) << link << ": " << err;
+  EXPECT_NE(err.find("Too many levels of symbolic links"), std::string::npos) << err;
+  EXPECT_NE(err.find("No such file or directory"), std::string::npos) << err;
+}
+
 TEST(DataBadInput, LakeRunsClassLabelsDirectoryIsAClearError) {
   test::TempDir d;
   fs::create_directories(d / "run01/class_labels.txt");
@@ -230,6 +252,18 @@ TEST(DataBadInput, IdxLabelOutOfRangeIsRefused) {
   write_idx(d / "im", 2051, {3, 2, 2}, std::vector<uint8_t>(12, 7));
   write_idx(d / "lb", 2049, {3}, {1, 200, 3});
   EXPECT_MN_ERROR(load_idx_pair(d / "im", d / "lb"), d / "lb", "label 200");
+}
+
+// Issue 37: an image file whose header counts 0 images (or 0-pixel images) is
+// refused by name instead of giving an empty data set.
+TEST(DataBadInput, IdxWithNoImagesIsRefusedNamingTheFile) {
+  test::TempDir d;
+  write_idx(d / "im0", 2051, {0, 28, 28}, {});
+  write_idx(d / "lb0", 2049, {0}, {});
+  EXPECT_MN_ERROR(load_idx_pair(d / "im0", d / "lb0"), d / "im0", "holds no images");
+  write_idx(d / "im_flat", 2051, {3, 0, 28}, {});
+  write_idx(d / "lb3", 2049, {3}, {1, 2, 3});
+  EXPECT_MN_ERROR(load_idx_pair(d / "im_flat", d / "lb3"), d / "im_flat", "3 images of 0x28");
 }
 
 TEST(DataBadInput, CsvNonFiniteOutOfRangeAndEmptyFieldsAreRefused) {

@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -352,6 +353,46 @@ TEST(NnCheckpoint, MetadataOnlyRead) {
   EXPECT_EQ(md.at("note"), "caf\xc3\xa9 \"quoted\"");
   EXPECT_EQ(md.at("format"), "metricnet-checkpoint-v1");
   EXPECT_EQ(md, mn::nn::read_safetensors(path).metadata);
+}
+
+// Issue 37: non-finite weights are refused at load, naming the file and the
+// first tensor (in the file's order) that holds one, and the model is left as it was.
+TEST(NnCheckpoint, NonFiniteWeightsAreRefusedNamingFileAndTensor) {
+  const std::string dir = make_tmp_dir(), path = dir + "/nan.safetensors";
+  Model src(1.5);
+  mn::nn::save_checkpoint(path, src);
+  mn::nn::SafetensorsFile f = mn::nn::read_safetensors(path);
+  f.tensors.at("b.weight").data<float>()[4] = std::nanf("");
+  f.tensors.at("b.running_mean").data<float>()[1] = -INFINITY;  // a buffer too, later in the file
+  mn::nn::NamedTensors all(f.tensors.begin(), f.tensors.end());
+  mn::nn::write_safetensors(path, all, f.metadata);
+  Model dst(0.25);
+  std::string msg = error_of([&] { mn::nn::load_checkpoint(path, dst); });
+  EXPECT_NE(msg.find(path), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'b.running_mean'"), std::string::npos) << msg;  // sorted: b.running_mean < b.weight
+  EXPECT_NE(msg.find("-Inf"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("not finite"), std::string::npos) << msg;
+  EXPECT_EQ(dst.a->named_parameters()[0].second.data().to_vector<float>()[0], 0.25f);  // untouched
+  f.tensors.at("b.running_mean").data<float>()[1] = 0.0f;
+  all.assign(f.tensors.begin(), f.tensors.end());
+  mn::nn::write_safetensors(path, all, f.metadata);
+  msg = error_of([&] { mn::nn::load_checkpoint(path, dst); });
+  EXPECT_NE(msg.find("'b.weight' holds NaN (element 4 of 6"), std::string::npos) << msg;
+  // Finite weights load as before.
+  mn::nn::save_checkpoint(path, src);
+  mn::nn::load_checkpoint(path, dst);
+  EXPECT_EQ(dst.a->named_parameters()[0].second.data().to_vector<float>()[0], 1.5f);
+}
+
+// Issue 37: the tensors' shapes alone, from the header.
+TEST(NnCheckpoint, ShapesOnlyRead) {
+  const std::string dir = make_tmp_dir(), path = dir + "/s.safetensors";
+  Model m(2.0);
+  mn::nn::save_checkpoint(path, m);
+  const auto shapes = mn::nn::read_safetensors_shapes(path);
+  ASSERT_EQ(shapes.size(), 8u);
+  EXPECT_EQ(shapes.at("a.weight"), (mn::Shape{3, 2}));
+  EXPECT_EQ(shapes.at("b.num_batches"), (mn::Shape{1}));
 }
 
 TEST(NnCheckpoint, CudaTensorsRoundTrip) {
