@@ -29,7 +29,7 @@
 //             triplet is ordered right (dp < dn + m) and zero when it is wrong, so its
 //             gradient pushes positives away: the study's own Kumar row (74.38 %) could
 //             not have come from it (our runs with it lost verification accuracy every
-//             epoch, 2026-11-28, experiments/results/omniglot/2026-11-28-cpu-grid/). We
+//             epoch, 2026-11-27, experiments/results/omniglot/2026-11-27-cpu-grid/). We
 //             follow Kumar et al.'s orientation, the only one that learns.
 //   MarginL2  max(0, dp - dn + m)                         (sampling study eq. 2, plain)
 //   SoftMargin log(1 + exp(dp - dn + m))                  (soft-margin triplet; active: dp-dn+m > 0)

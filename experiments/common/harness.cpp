@@ -342,6 +342,22 @@ std::string exact_text(double v) {
   return buf;
 }
 
+std::map<std::string, std::string> study_config(Study& st, const std::vector<std::string>& args, Device device) {
+  Flags f(st.name(), st.description());
+  declare_harness_flags(f, st);
+  st.declare_flags(f);
+  std::vector<std::string> a{st.name()};
+  a.insert(a.end(), args.begin(), args.end());
+  std::vector<char*> av;
+  for (auto& x : a) av.push_back(x.data());
+  MN_CHECK(f.parse(static_cast<int>(av.size()), av.data()), st.name(), ": --help is not a configuration");
+  st.apply_presets(f, device, false);
+  f.validate_ranges();
+  std::map<std::string, std::string> out;
+  for (const std::string& k : f.keys()) out[k] = f.text(k);
+  return out;
+}
+
 int run_study(std::unique_ptr<Study> study, int argc, char** argv) {
   const std::string prog = study ? study->name() : std::string("study");
   try {

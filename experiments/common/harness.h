@@ -59,6 +59,7 @@
 //     device, seed, summary.json, report.md and main() are still the harness's.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -252,6 +253,13 @@ class Study {
 // Parses flags, validates, runs, reports. Catches everything: returns the
 // exit status; never throws.
 int run_study(std::unique_ptr<Study> study, int argc, char** argv);
+
+// The configuration a run of `st` with `args` (argv without the program name) would
+// use on `device`, after the study's presets and the flags' range checks (no data is
+// read, no folder made; Study::check_flags, which looks at paths, is not run): every
+// flag's value as config text. Throws the error the run would print.
+// For drivers that plan runs (grids) and for tests of their flag sets.
+std::map<std::string, std::string> study_config(Study& st, const std::vector<std::string>& args, Device device);
 
 // Typed checkpoint metadata: errors name the file and the key.
 int64_t md_int(const nn::Metadata& md, const std::string& key, const std::string& file, int64_t lo, int64_t hi);

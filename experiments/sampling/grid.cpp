@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "experiments/common/flags.h"
+#include "experiments/common/grid_util.h"
 #include "experiments/common/harness.h"
 #include "experiments/common/json.h"
 #include "experiments/sampling/paper.h"
@@ -121,23 +122,8 @@ int run_grid(int argc, char** argv) {
         if (f.i64("per-class") > 0 && strategies()[c.s].online)
           args.insert(args.end(), {"--per-class", std::to_string(f.i64("per-class"))});
         if (f.i64("max-train") > 0) args.insert(args.end(), {"--max-train", std::to_string(f.i64("max-train"))});
-        if (f.f64("time-limit") > 0) {
-          const double left =
-              f.f64("time-limit") - std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-          if (left < 30) {
-            std::printf("[grid] --time-limit reached before %s; run the same command again to go on\n", c.dir.c_str());
-            write_report(out, cells, ds, command);
-            return kExitResumable;
-          }
-          args.insert(args.end(), {"--time-limit", exact_text(left)});
-        }
-        const bool resume = fs::exists(c.dir + "/last.safetensors");
-        if (resume) args.push_back("--resume");
-        std::printf("[grid %zu/%zu] %s %s\n", k, cells.size(), resume ? "resuming" : "running", c.dir.c_str());
-        std::fflush(stdout);
-        std::vector<char*> av;
-        for (auto& a : args) av.push_back(a.data());
-        const int rc = run_study(make_sampling_study(), static_cast<int>(av.size()), av.data());
+        const int rc = run_grid_cell([](int ac, char** av) { return run_study(make_sampling_study(), ac, av); }, args,
+                                     c.dir, f.f64("time-limit"), start, k, cells.size());
         if (rc == kExitResumable) {
           std::printf("[grid] stopped in %s; run the same command again to go on\n", c.dir.c_str());
           write_report(out, cells, ds, command);

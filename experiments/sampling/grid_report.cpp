@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "experiments/common/flags.h"
+#include "experiments/common/grid_util.h"
 #include "experiments/common/harness.h"
 #include "experiments/common/json.h"
 #include "experiments/sampling/paper.h"
@@ -23,13 +24,6 @@
 namespace mn::exp::sampling {
 namespace fs = std::filesystem;
 namespace {
-
-Json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Json();
-  Json j = Json::parse(in, nullptr, false);
-  return j.is_discarded() ? Json() : j;
-}
 
 void read_curve(Cell& c) {
   std::ifstream in(c.dir + "/metrics.jsonl");
@@ -53,27 +47,11 @@ double field(const Cell& c, const std::string& key) {
   return j->is_number() ? j->get<double>() : NAN;
 }
 
-struct Agg {
-  double mean = NAN, sd = NAN, min = NAN;
-  int n = 0;
-};
+using Agg = SampleStats;
 Agg agg(const std::vector<const Cell*>& cells, const std::string& key) {
-  Agg a;
   std::vector<double> v;
-  for (const Cell* c : cells)
-    if (std::isfinite(field(*c, key))) v.push_back(field(*c, key));
-  a.n = static_cast<int>(v.size());
-  if (v.empty()) return a;
-  double s = 0;
-  for (double x : v) s += x;
-  a.mean = s / a.n;
-  a.min = *std::min_element(v.begin(), v.end());
-  if (a.n > 1) {
-    double q = 0;
-    for (double x : v) q += (x - a.mean) * (x - a.mean);
-    a.sd = std::sqrt(q / (a.n - 1));
-  }
-  return a;
+  for (const Cell* c : cells) v.push_back(field(*c, key));
+  return sample_stats(v);
 }
 
 std::string fmt(double v, int prec = 2) {
@@ -209,7 +187,7 @@ std::string machine_line() {
 void write_report(const std::string& out, std::vector<Cell>& cells, const std::vector<int>& ds,
                   const std::string& command) {
   for (auto& c : cells) {
-    c.summary = read_json(c.dir + "/summary.json");
+    c.summary = read_json_file(c.dir + "/summary.json");
     c.loss.clear();
     c.acc.clear();
     read_curve(c);

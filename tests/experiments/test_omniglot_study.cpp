@@ -803,7 +803,9 @@ TEST(OmniglotStudy, Conv4AndBatchFlagsRefuseWhatDoesNotApply) {
     std::string must_mention;
   };
   const Case cases[] = {{{"--trunk", "conv4", "--width", "0.5"}, "--width applies to --trunk koch only"},
-                        {{"--trunk", "conv4", "--share", "disjoint-anchor"}, "conv4 trunk is always shared"},
+                        {{"--trunk", "conv4", "--init", "koch"}, "--init applies to --trunk koch only"},
+                        {{"--trunk", "conv4", "--conv4-sigmoid"}, "--conv4-sigmoid needs a dense layer"},
+                        {{"--no-conv4-bn"}, "--conv4-bn applies to --trunk conv4 only"},
                         {{"--channels", "8"}, "--channels applies to --trunk conv4"},
                         {{"--per-class", "4"}, "--per-class applies to online sampling"},
                         {{"--trunk", "conv4", "--image-size", "12"}, "too small"},
@@ -817,6 +819,37 @@ TEST(OmniglotStudy, Conv4AndBatchFlagsRefuseWhatDoesNotApply) {
 
 // --lr-schedule from the schedule registry: step with gamma 0.5 every epoch
 // halves the rate; auto keeps Adam constant (the study) and an unknown name lists the valid ones.
+// conv4 with every ablation option of the Koch branch (the grid's CPU scale): ELU, LRN
+// and batch-norm after pooling, dropout, a sigmoid embedding, a disjoint anchor
+// branch, no batch-norm of its own. It trains, the dropout generator is saved, and a
+// resumed run continues.
+TEST(OmniglotStudy, Conv4WithTheKochAblationOptions) {
+  TempDir out("conv4_ablations"), cache("cache");
+  auto args = conv4_args(out.str(), cache.str()) +
+              std::vector<std::string>{"--trunk", "conv4", "--channels", "8", "--image-size", "28", "--batch", "4",
+                                       "--embedding", "16", "--conv4-sigmoid", "--no-conv4-bn", "--activation", "elu",
+                                       "--lrn", "--batchnorm", "--dropout", "0.2", "--share", "disjoint-anchor",
+                                       "--loss", "kumar"};
+  RunResult r = run_study(StudyKind::Triplet, args, true);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  for (const auto& l : read_lines(out / "metrics.jsonl")) EXPECT_TRUE(std::isfinite(json_field(l, "train_loss"))) << l;
+  const auto md = mn::nn::read_safetensors_metadata(out / "last.safetensors");
+  EXPECT_EQ(md.count("rng.dropout.seed"), 1u) << "conv4's dropout generator is saved";
+  const auto names = mn::nn::read_safetensors_shapes(out / "last.safetensors");
+  bool pool_bn = false, anchor = false, conv_bn = false;
+  for (const auto& [n, shape] : names) {
+    pool_bn |= n.find("block1.pool_bn.weight") != std::string::npos;
+    anchor |= n.rfind("anchor_branch.block1.conv.weight", 0) == 0;
+    conv_bn |= n.find("block1.bn.weight") != std::string::npos;
+  }
+  EXPECT_TRUE(pool_bn);
+  EXPECT_TRUE(anchor);
+  EXPECT_FALSE(conv_bn) << "--no-conv4-bn";
+  RunResult again = run_study(StudyKind::Triplet, args + std::vector<std::string>{"--resume", "--epochs", "3"}, true);
+  EXPECT_EQ(again.rc, 0) << again.err;
+  EXPECT_EQ(read_lines(out / "metrics.jsonl").size(), 3u);
+}
+
 TEST(OmniglotStudy, LrScheduleFlag) {
   TempDir out("sched"), flat("sched_auto"), cache("cache");
   // A small conv4 net: the schedule is what is tested, not the network.

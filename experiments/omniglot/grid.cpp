@@ -1,0 +1,294 @@
+// omniglot_grid's runner (grid.h): the plan, the dry run, the runs, the top-up seeds.
+#include "experiments/omniglot/grid.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "experiments/common/flags.h"
+#include "experiments/common/grid_util.h"
+#include "experiments/common/harness.h"
+#include "experiments/omniglot/omniglot_study.h"
+#include "runtime/error.h"
+
+namespace mn::exp::omniglot_grid {
+namespace fs = std::filesystem;
+namespace {
+
+struct Options {
+  const Scale* scale = nullptr;
+  std::string out, device, data_dir, cache_dir, rows_re;
+  std::vector<std::string> cell_extra;  // --cell-args, split on spaces
+  int seeds = 3, ablation_seeds = 1;
+  double close_points = 2.0, time_limit = 0;
+  bool dry_run = false, report_only = false;
+};
+
+void declare(Flags& f) {
+  f.add_string("scale", "cpu", "cpu: the paper's procedure at a 2-core scale (conv4 on 28x28, minutes a row); full: "
+               "the paper's protocol (Koch's net, 105x105, 50 x 500 x 50; a GPU)", {"cpu", "full"});
+  f.add_string("out-dir", "runs/omniglot_grid", "the grid's folder: <row>/seed<N>/ per cell, results.md at the top");
+  f.add_string("rows", "", "regular expression over the row names (empty: every row; see --dry-run for the names)");
+  f.add_int("seeds", 3, "seeds of the rows of Tables 1 and 2 (seeds 1..N)", 1, 100);
+  f.add_int("ablation-seeds", 1, "seeds of the text's ablations (more where --close-points says)", 1, 100);
+  f.add_double("close-points", 2.0, "an ablation row whose mean is within this many points of another row of its "
+               "group gets --seeds seeds once its first seeds are done (0: never)", 0, 100);
+  f.add_string("device", "auto", "passed to every cell: auto, cpu, cuda or cuda:N");
+  f.add_string("data-dir", "", "passed to every cell (see omniglot_triplet --help)");
+  f.add_string("cache-dir", "", "passed to every cell");
+  f.add_string("cell-args", "", "more flags for every cell, space-separated, after the row's (they win): e.g. "
+               "\"--precision bf16\" on a GPU, or a tiny run's sizes in tests");
+  f.add_double("time-limit", 0, "stop resumably before this many seconds (0: none); exit status 3, the same command "
+               "goes on", 0, 1e9);
+  f.add_bool("dry-run", false, "print the plan (every cell's command) and its estimated time, run nothing");
+  f.add_bool("report-only", false, "only (re)write results.md and the figures from the finished cells");
+}
+
+// The rows the regular expression selects, plus the rows their aliases run.
+std::vector<const GridRow*> selected_run_rows(const std::string& re) {
+  std::regex rx;
+  try {
+    rx = std::regex(re.empty() ? ".*" : re);
+  } catch (const std::regex_error& e) {
+    MN_THROW("--rows ", re, ": not a regular expression (", e.what(), ")");
+  }
+  std::vector<const GridRow*> out;
+  std::set<std::string> seen;
+  for (const GridRow& r : grid_rows()) {
+    if (!std::regex_search(r.id, rx)) continue;
+    const GridRow& rr = run_row(r);
+    if (seen.insert(rr.id).second) out.push_back(&rr);
+  }
+  MN_CHECK(!out.empty(), "--rows ", re, ": matches no row (names: --dry-run)");
+  return out;
+}
+
+Cell make_cell(const GridRow* r, int seed, const Options& o) {
+  Cell c;
+  c.row = r;
+  c.seed = seed;
+  c.dir = o.out + "/" + r->id + "/seed" + std::to_string(seed);
+  return c;
+}
+
+// Seed by seed: every row's seed 1 first, so a grid stopped early covers every row.
+std::vector<Cell> base_plan(const std::vector<const GridRow*>& rows, const Options& o) {
+  std::vector<Cell> cells;
+  const int most = std::max(o.seeds, o.ablation_seeds);
+  for (int s = 1; s <= most; ++s)
+    for (const GridRow* r : rows) {
+      bool table = r->table_row;
+      for (const GridRow& a : grid_rows())  // a row standing in for a table row (t2-triplet -> t1-global)
+        if (!a.alias.empty() && a.alias == r->id && a.table_row) table = true;
+      if (s <= (table ? o.seeds : o.ablation_seeds)) cells.push_back(make_cell(r, s, o));
+    }
+  return cells;
+}
+
+double best_val(const std::string& dir) {
+  const Json s = read_json_file(dir + "/summary.json");
+  return s.is_object() && s.contains("best_val_one_shot_percent") && s["best_val_one_shot_percent"].is_number()
+             ? s["best_val_one_shot_percent"].get<double>()
+             : NAN;
+}
+
+// Ablation rows within --close-points of another row of their group (means of the
+// finished seeds) get the table's seed count.
+std::vector<Cell> top_ups(const std::vector<const GridRow*>& rows, const std::vector<Cell>& done, const Options& o) {
+  if (o.close_points <= 0 || o.seeds <= o.ablation_seeds) return {};
+  std::map<std::string, double> mean;  // run row -> mean best validation
+  std::map<std::string, int> n;
+  for (const Cell& c : done) {
+    const double v = best_val(c.dir);
+    if (!std::isfinite(v)) continue;
+    mean[c.row->id] += v;
+    ++n[c.row->id];
+  }
+  for (auto& [k, v] : mean) v /= n[k];
+  std::vector<Cell> out;
+  for (const GridRow* r : rows) {
+    if (r->table_row || !mean.count(r->id)) continue;
+    bool close = false;
+    for (const GridRow& other : grid_rows()) {  // the rows of r's group, through their aliases
+      if (other.group != r->group || run_row(other).id == r->id || !mean.count(run_row(other).id)) continue;
+      close = close || std::abs(mean[run_row(other).id] - mean[r->id]) < o.close_points;
+    }
+    if (!close) continue;
+    for (int s = n[r->id] + 1; s <= o.seeds; ++s) out.push_back(make_cell(r, s, o));
+  }
+  return out;
+}
+
+std::vector<std::string> cell_args(const Cell& c, const Options& o) {
+  std::vector<std::string> a{c.row->siamese ? "omniglot_siamese" : "omniglot_triplet"};
+  const std::vector<std::string> ra = row_args(*c.row, *o.scale);
+  a.insert(a.end(), ra.begin(), ra.end());
+  a.insert(a.end(), o.cell_extra.begin(), o.cell_extra.end());
+  a.insert(a.end(), {"--seed", std::to_string(c.seed), "--out-dir", c.dir, "--device", o.device});
+  if (!o.data_dir.empty()) a.insert(a.end(), {"--data-dir", o.data_dir});
+  if (!o.cache_dir.empty()) a.insert(a.end(), {"--cache-dir", o.cache_dir});
+  return a;
+}
+
+// Estimated seconds of a cell. CPU: the training images at the measured speed of this
+// grid's finished cells of the same binary (else 550 img/s, the 2026-11-27 pilots on the
+// 2-core VM), SSIM-mining rows 1.7x slower (the 2026-11-21 demos), validation at 3x the
+// training speed per image. Full scale on a GPU: 4 ms a 50-triplet step (issue 31's
+// TF32 target; 37.6 ms measured with the older kernels on an H200, 2026-11-26) and
+// about 3 s a validation.
+double estimate_seconds(const Cell& c, const Options& o, const std::map<bool, double>& measured_ips) {
+  const int epochs = row_epochs(*c.row, *o.scale);
+  const bool full = o.scale->name == "full";
+  const double steps = double(epochs) * (full ? 500 : 120);
+  const bool ssim = std::any_of(c.row->flags.begin(), c.row->flags.end(), [](const std::string& f) {
+    return f == "hard-positive" || f == "semi-hard-negative" || f == "ssim-both";
+  });
+  if (full) return steps * 0.004 * (ssim ? 1.7 : 1.0) + epochs * 3.0;
+  const double per_step_images = c.row->siamese ? 100 : 150;
+  const auto it = measured_ips.find(c.row->siamese);
+  const double ips = it != measured_ips.end() ? it->second : 550;
+  const double val_images = 2000 * (c.row->siamese ? 2 : 3) + 320 * 21;
+  return (steps * per_step_images / ips) * (ssim ? 1.7 : 1.0) + epochs * val_images / (3 * ips) + 400 * 21 / (3 * ips);
+}
+
+std::map<bool, double> measured_speeds(const std::vector<Cell>& cells) {
+  std::map<bool, std::vector<double>> v;
+  for (const Cell& c : cells) {
+    const Json s = read_json_file(c.dir + "/summary.json");
+    if (s.is_object() && s.contains("train_images_per_second") && s["train_images_per_second"].is_number())
+      v[c.row->siamese].push_back(s["train_images_per_second"].get<double>());
+  }
+  std::map<bool, double> out;
+  for (auto& [k, xs] : v) {
+    std::sort(xs.begin(), xs.end());
+    out[k] = xs[xs.size() / 2];
+  }
+  return out;
+}
+
+void print_plan(const std::vector<Cell>& cells, const Options& o) {
+  const auto ips = measured_speeds(cells);
+  double total = 0;
+  std::printf("omniglot_grid plan, scale %s: %s\n\n", o.scale->name.c_str(), o.scale->description.c_str());
+  for (const Cell& c : cells) {
+    const bool done = fs::exists(c.dir + "/summary.json");
+    const double s = done ? 0 : estimate_seconds(c, o, ips);
+    total += s;
+    std::printf("%-22s seed %d  %s  %s\n", c.row->id.c_str(), c.seed,
+                done ? "done          " : ("~" + std::to_string(int(s / 60 + 0.5)) + " min").c_str(),
+                [&] {
+                  std::string cmd;
+                  for (const auto& a : cell_args(c, o)) cmd += (cmd.empty() ? "" : " ") + a;
+                  return cmd;
+                }().c_str());
+  }
+  std::printf("\nrows reported through another row's runs:");
+  for (const GridRow& r : grid_rows())
+    if (!r.alias.empty()) std::printf(" %s=%s", r.id.c_str(), r.alias.c_str());
+  std::printf("\n%zu cells, estimated %.1f hours left on this %s (%s); ablation rows within %.1f points of another "
+              "row of their group get %d seeds after their first pass (not counted above)\n",
+              cells.size(), total / 3600, o.scale->name == "full" ? "GPU" : "machine",
+              o.scale->name == "full" ? "4 ms a step, issue 31's TF32 target; x9.4 at 37.6 ms, the 2026-11-26 "
+                                        "kernels"
+                                      : "the speed measured by finished cells, else 550 img/s",
+              o.close_points, o.seeds);
+}
+
+// Runs the cells not yet finished; kExitOk, kExitResumable (stopped) or the failed cell's status.
+int run_cells(std::vector<Cell>& cells, const Options& o, const std::chrono::steady_clock::time_point start,
+              std::vector<Cell>& all, const std::string& command) {
+  size_t k = 0;
+  for (Cell& c : cells) {
+    ++k;
+    if (fs::exists(c.dir + "/summary.json")) continue;
+    const StudyKind kind = c.row->siamese ? StudyKind::Siamese : StudyKind::Triplet;
+    const int rc = run_grid_cell([kind](int ac, char** av) { return run_omniglot_study(kind, ac, av); },
+                                 cell_args(c, o), c.dir, o.time_limit, start, k, cells.size());
+    if (rc == kExitResumable) {
+      std::printf("[grid] stopped in %s; run the same command again to go on\n", c.dir.c_str());
+      return rc;
+    }
+    if (rc != kExitOk) {
+      std::fprintf(stderr, "omniglot_grid: the cell %s failed (exit status %d; its error is above); fix it and run "
+                   "the same command again (finished cells are kept)\n", c.dir.c_str(), rc);
+      return rc;
+    }
+    write_report(o.out, *o.scale, all, command);  // the report grows cell by cell
+  }
+  return kExitOk;
+}
+
+int parse(int argc, char** argv, Options& o) {
+  Flags f("omniglot_grid", "The Omniglot study's every table row and ablation as one grid of runs, with results.md "
+          "and Figures 3-7 beside the paper.");
+  declare(f);
+  if (!f.parse(argc, argv)) return -1;
+  f.validate_ranges();
+  o.scale = &scale_by_name(f.str("scale"));
+  o.out = f.str("out-dir"), o.device = f.str("device"), o.data_dir = f.str("data-dir");
+  o.cache_dir = f.str("cache-dir"), o.rows_re = f.str("rows");
+  o.seeds = int(f.i64("seeds")), o.ablation_seeds = int(f.i64("ablation-seeds"));
+  o.close_points = f.f64("close-points"), o.time_limit = f.f64("time-limit");
+  std::stringstream ss(f.str("cell-args"));
+  for (std::string w; ss >> w;) o.cell_extra.push_back(w);
+  o.dry_run = f.flag("dry-run"), o.report_only = f.flag("report-only");
+  return 0;
+}
+
+}  // namespace
+
+int run_grid(int argc, char** argv) {
+  Options o;
+  std::vector<const GridRow*> rows;
+  try {
+    if (parse(argc, argv, o) < 0) return kExitOk;
+    rows = selected_run_rows(o.rows_re);
+    check_dir_usable(o.out, "--out-dir");
+  } catch (const Error& e) {
+    std::fprintf(stderr, "omniglot_grid: %s\n", user_message(e).c_str());
+    return kExitUsage;
+  }
+  try {
+    std::string command = "omniglot_grid";
+    for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
+    std::vector<Cell> cells = base_plan(rows, o);
+    if (o.dry_run) {
+      print_plan(cells, o);
+      return kExitOk;
+    }
+    make_dirs(o.out, "--out-dir");
+    const auto start = std::chrono::steady_clock::now();
+    if (!o.report_only) {
+      int rc = run_cells(cells, o, start, cells, command);
+      if (rc == kExitOk) {  // second pass: seeds for ablation rows too close to call
+        std::vector<Cell> more = top_ups(rows, cells, o);
+        cells.insert(cells.end(), more.begin(), more.end());
+        if (!more.empty()) rc = run_cells(cells, o, start, cells, command);
+      }
+      if (rc != kExitOk) {
+        write_report(o.out, *o.scale, cells, command);
+        return rc;
+      }
+    } else {
+      std::vector<Cell> more = top_ups(rows, cells, o);
+      cells.insert(cells.end(), more.begin(), more.end());
+    }
+    write_report(o.out, *o.scale, cells, command);
+    std::printf("[grid] wrote %s/results.md\n", o.out.c_str());
+    return kExitOk;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "omniglot_grid: error: %s\n", user_message(e).c_str());
+    return kExitFailed;
+  }
+}
+
+}  // namespace mn::exp::omniglot_grid

@@ -1,0 +1,345 @@
+// omniglot_grid's report (grid.h): results.md, results.json and Figures 3-7.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "experiments/common/grid_util.h"
+#include "experiments/omniglot/grid.h"
+#include "runtime/error.h"
+
+namespace mn::exp::omniglot_grid {
+namespace fs = std::filesystem;
+namespace {
+
+void load(Cell& c) {
+  c.summary = read_json_file(c.dir + "/summary.json");
+  c.val_curve.clear();
+  std::ifstream in(c.dir + "/metrics.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    const Json j = Json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.contains("val_one_shot_percent") && j["val_one_shot_percent"].is_number())
+      c.val_curve.push_back(j["val_one_shot_percent"].get<double>());
+  }
+}
+bool finished(const Cell& c) { return c.summary.is_object() && c.summary.contains("best_val_one_shot_percent"); }
+
+double num(const Json& j, std::initializer_list<const char*> path) {
+  const Json* p = &j;
+  for (const char* k : path) {
+    if (!p->is_object() || !p->contains(k)) return NAN;
+    p = &(*p)[k];
+  }
+  return p->is_number() ? p->get<double>() : NAN;
+}
+
+using Stat = SampleStats;
+Stat stat(const std::vector<double>& v) { return sample_stats(v); }
+
+std::string fmt(double v, int prec = 2) {
+  if (!std::isfinite(v)) return "–";
+  char b[32];
+  std::snprintf(b, sizeof b, "%.*f", prec, v);
+  return b;
+}
+std::string fmt_stat(const Stat& s) {
+  if (s.n == 0) return "–";
+  return fmt(s.mean) + (s.n > 1 ? " ± " + fmt(s.sd) : "") + " (n=" + std::to_string(s.n) + ")";
+}
+
+// The row's validation value per finished seed: the best validation one-shot accuracy,
+// or for a shortened row reported through a longer run (Figure 4's joint 15-epoch line)
+// the best over the epochs up to its mark.
+std::vector<double> row_values(const GridRow& r, const Scale& s, const std::vector<Cell>& cells) {
+  const GridRow& rr = run_row(r);
+  std::vector<double> v;
+  for (const Cell& c : cells) {
+    if (c.row->id != rr.id || !finished(c)) continue;
+    if (r.paper_epochs != rr.paper_epochs) {
+      const size_t mark = std::min(c.val_curve.size(), static_cast<size_t>(row_epochs(r, s)));
+      double best = NAN;
+      for (size_t e = 0; e < mark; ++e) best = std::isfinite(best) ? std::max(best, c.val_curve[e]) : c.val_curve[e];
+      v.push_back(best);
+    } else {
+      v.push_back(num(c.summary, {"best_val_one_shot_percent"}));
+    }
+  }
+  return v;
+}
+std::vector<double> lake_values(const GridRow& r, const std::vector<Cell>& cells) {
+  std::vector<double> v;
+  for (const Cell& c : cells)
+    if (c.row->id == run_row(r).id && finished(c)) v.push_back(num(c.summary, {"lake", "accuracy_percent"}));
+  return v;
+}
+
+// Reproduction counted both ways: within the paper's value +- max(our sd, tol) is
+// "within", else "above" or "below" (tol: 2 points where we have one seed).
+std::string verdict(double paper, const Stat& ours) {
+  if (paper < 0 || ours.n == 0) return "–";
+  const double tol = std::max(std::isfinite(ours.sd) ? ours.sd : 0.0, 2.0);
+  if (std::abs(ours.mean - paper) <= tol) return "within";
+  return ours.mean > paper ? "above" : "below";
+}
+
+std::vector<std::string> groups() {
+  std::vector<std::string> g;
+  for (const GridRow& r : grid_rows())
+    if (std::find(g.begin(), g.end(), r.group) == g.end()) g.push_back(r.group);
+  return g;
+}
+
+double mean_of(const std::string& id, const Scale& s, const std::vector<Cell>& cells) {
+  return stat(row_values(row_by_id(id), s, cells)).mean;
+}
+
+// One claim of the paper tested at this scale: "holds", "fails" or "not run".
+struct Claim {
+  std::string text, result, numbers;
+};
+std::vector<Claim> claims(const Scale& s, const std::vector<Cell>& cells) {
+  auto m = [&](const char* id) { return mean_of(id, s, cells); };
+  auto all = [](std::initializer_list<double> v) {
+    for (double x : v)
+      if (!std::isfinite(x)) return false;
+    return true;
+  };
+  std::vector<Claim> out;
+  auto add = [&](std::string text, bool ran, bool holds, std::string numbers) {
+    out.push_back({std::move(text), ran ? (holds ? "holds" : "fails") : "not run", std::move(numbers)});
+  };
+  const double g = m("t1-global"), gt = m("t1-global-triplet"), k = m("t1-kumar"), sc = m("t1-schroff"),
+               sm = m("t1-softmax"), hp = m("t1-hard-positive");
+  add("global and global + triplet losses beat Kumar's and Schroff's", all({g, gt, k, sc}),
+      std::min(g, gt) > std::max(k, sc),
+      "global " + fmt(g) + ", global + triplet " + fmt(gt) + ", Kumar " + fmt(k) + ", Schroff " + fmt(sc));
+  add("the softmax ratio loss is the worst of Table 1", all({sm, g, gt, k, sc, hp}),
+      sm < std::min({g, gt, k, sc, hp}), "softmax " + fmt(sm));
+  add("hard-positive mining helps Kumar's loss", all({hp, k}), hp > k, fmt(hp) + " vs " + fmt(k));
+  const double sv = m("t2-siamese"), tv = m("t1-global");
+  const Stat sl = stat(lake_values(row_by_id("t2-siamese"), cells)), tl = stat(lake_values(row_by_id("t1-global"), cells));
+  add("the triplet net beats the siamese net (validation and Lake's trials)", all({sv, tv, sl.mean, tl.mean}),
+      tv > sv && tl.mean > sl.mean,
+      "validation " + fmt(tv) + " vs " + fmt(sv) + ", Lake " + fmt(tl.mean) + " vs " + fmt(sl.mean));
+  add("the validation-to-evaluation gap is smaller for the triplet net", all({sv, tv, sl.mean, tl.mean}),
+      (tv - tl.mean) < (sv - sl.mean), "triplet " + fmt(tv - tl.mean) + ", siamese " + fmt(sv - sl.mean) + " points");
+  const double dj = m("share-disjoint");
+  add("a disjoint anchor branch fails (far below full sharing)", all({dj, k}), dj < k - 10,
+      fmt(dj) + " vs " + fmt(k));
+  const double d1 = m("drop-0.1"), d3 = m("drop-0.3"), d5 = m("drop-0.5"), d7 = m("drop-0.7"), d9 = m("drop-0.9");
+  add("dropout 0.1 helps the default model", all({d1, k}), d1 > k, fmt(d1) + " vs " + fmt(k));
+  add("more dropout is worse (0.1 > 0.3 > 0.5 > 0.7 > 0.9)", all({d1, d3, d5, d7, d9}),
+      d1 > d3 && d3 > d5 && d5 > d7 && d7 > d9,
+      fmt(d1) + ", " + fmt(d3) + ", " + fmt(d5) + ", " + fmt(d7) + ", " + fmt(d9));
+  const double ni = m("norm-input"), nb = m("norm-bn"), nib = m("norm-input-bn"), nl = m("norm-lrn"),
+               nli = m("norm-lrn-input");
+  add("no normalisation beats the default; input norm + BN is the worst", all({ni, nb, nib, nl, nli, k}),
+      std::max({ni, nb, nib, nl, nli}) <= k && nib <= std::min({ni, nb, nl, nli}),
+      "default " + fmt(k) + "; input " + fmt(ni) + ", BN " + fmt(nb) + ", input + BN " + fmt(nib) + ", LRN " +
+          fmt(nl) + ", LRN + input " + fmt(nli));
+  const double ae = m("act-elu"), ase = m("act-selu"), age = m("act-global-elu"), agte = m("act-gt-elu"),
+               ade = m("act-dropout-elu");
+  add("ELU beats ReLU and SELU on the default model", all({ae, ase, k}), ae > k && ae > ase,
+      "ELU " + fmt(ae) + ", SELU " + fmt(ase) + ", ReLU " + fmt(k));
+  add("ReLU beats ELU with the global, global + triplet losses and dropout 0.1", all({age, agte, ade, g, gt, d1}),
+      g > age && gt > agte && d1 > ade,
+      "global " + fmt(g) + " vs " + fmt(age) + ", global + triplet " + fmt(gt) + " vs " + fmt(agte) +
+          ", dropout " + fmt(d1) + " vs " + fmt(ade));
+  const double hn = m("samp-hard-negative");
+  add("hard (semi-hard) negative sampling ends below random", all({hn, k}), hn < k, fmt(hn) + " vs " + fmt(k));
+  return out;
+}
+
+// Mean and sd of the validation curves of a row's seeds, epoch by epoch (up to `limit`).
+void mean_curve(const GridRow& r, const std::vector<Cell>& cells, size_t limit, std::vector<double>& mean,
+                std::vector<double>& sd) {
+  std::vector<std::vector<double>> per_epoch;
+  for (const Cell& c : cells) {
+    if (c.row->id != run_row(r).id || c.val_curve.empty()) continue;
+    for (size_t e = 0; e < std::min(limit, c.val_curve.size()); ++e) {
+      if (per_epoch.size() <= e) per_epoch.resize(e + 1);
+      per_epoch[e].push_back(c.val_curve[e]);
+    }
+  }
+  mean.clear(), sd.clear();
+  for (const auto& v : per_epoch) {
+    const Stat s = stat(v);
+    mean.push_back(s.mean);
+    sd.push_back(std::isfinite(s.sd) ? s.sd : 0.0);
+  }
+}
+
+// Figure N: the validation one-shot curves of the rows the paper draws in it, mean of
+// the seeds with a +- sd band. Returns the PNG's name, "" when gnuplot is missing.
+std::string figure(const std::string& out, int n, const Scale& s, const std::vector<Cell>& cells) {
+  std::vector<const GridRow*> lines;
+  for (const GridRow& r : grid_rows())
+    if (std::find(r.figures.begin(), r.figures.end(), n) != r.figures.end()) lines.push_back(&r);
+  if (n == 4) lines.push_back(&row_by_id("share-joint-15"));  // the full-share line up to the 15-epoch mark
+  const std::string png = "figure" + std::to_string(n) + ".png", dat = out + "/figure" + std::to_string(n) + ".dat";
+  std::ofstream d(dat);
+  std::vector<std::string> plots;
+  int block = 0;
+  for (const GridRow* r : lines) {
+    // Figure 4 covers the first 15 of the paper's epochs.
+    const size_t limit = n == 4 ? static_cast<size_t>(row_epochs(row_by_id("share-disjoint-hp-15"), s)) : SIZE_MAX;
+    std::vector<double> mean, sd;
+    mean_curve(*r, cells, limit, mean, sd);
+    if (mean.empty()) continue;
+    for (size_t e = 0; e < mean.size(); ++e) d << e + 1 << " " << mean[e] << " " << mean[e] - sd[e] << " " << mean[e] + sd[e] << "\n";
+    d << "\n\n";
+    const std::string t = r->label;
+    plots.push_back("'" + dat + "' index " + std::to_string(block) + " using 1:3:4 with filledcurves fs transparent solid 0.15 lc " +
+                    std::to_string(block + 1) + " notitle");
+    plots.push_back("'" + dat + "' index " + std::to_string(block) + " using 1:2 with linespoints lw 2 lc " +
+                    std::to_string(block + 1) + " title '" + t + "'");
+    ++block;
+  }
+  d.close();
+  if (plots.empty() || std::system("command -v gnuplot >/dev/null 2>&1") != 0) return "";
+  const std::string gp = out + "/figure" + std::to_string(n) + ".gp";
+  std::ofstream g(gp);
+  g << "set terminal pngcairo size 900,560\nset output '" << out << "/" << png << "'\n"
+    << "set title 'Figure " << n << " at the " << s.name << " scale: one-shot validation accuracy (mean, +- sd band)'\n"
+    << "set xlabel 'epoch (" << s.epochs << " at this scale for the paper\\'s 50)'\nset ylabel '%'\nset key bottom right\n"
+    << "set grid\nplot ";
+  for (size_t i = 0; i < plots.size(); ++i) g << (i ? ", \\\n     " : "") << plots[i];
+  g << "\n";
+  g.close();
+  const bool ok = std::system(("gnuplot '" + gp + "' 2>/dev/null").c_str()) == 0;
+  std::remove(gp.c_str());
+  std::remove(dat.c_str());
+  return ok ? png : "";
+}
+
+std::string short_commit(const Json& p) {
+  std::string c = p.is_object() && p.contains("commit") && p["commit"].is_string() ? p["commit"].get<std::string>() : "?";
+  if (c.size() > 10) c = c.substr(0, 10);
+  return c + (p.is_object() && p.value("dirty", false) ? "+dirty" : "");
+}
+
+std::string tables_markdown(const Scale& s, const std::vector<Cell>& cells, Json& rj) {
+  std::ostringstream o;
+  for (const std::string& g : groups()) {
+    o << "### " << g << "\n\n| row | paper val % | ours val % (mean ± sd, n) | ours − paper | verdict | Lake's 400 % | "
+      << (g == "Table 2" ? "paper eval % | " : "") << "\n|---|---:|---:|---:|---|---:|" << (g == "Table 2" ? "---:|" : "")
+      << "\n";
+    std::vector<double> paper, ours;
+    for (const GridRow& r : grid_rows()) {
+      if (r.group != g) continue;
+      const Stat v = stat(row_values(r, s, cells)), l = stat(lake_values(r, cells));
+      const std::string name = r.label + (r.alias.empty() ? "" : " (= " + r.alias + ")") + " `" + r.id + "`";
+      o << "| " << name << " | " << (r.paper_val >= 0 ? fmt(r.paper_val) : "–") << " | " << fmt_stat(v) << " | "
+        << (r.paper_val >= 0 && v.n ? fmt(v.mean - r.paper_val) : "–") << " | " << verdict(r.paper_val, v) << " | "
+        << fmt_stat(l) << " |";
+      if (g == "Table 2") o << " " << (r.paper_eval >= 0 ? fmt(r.paper_eval) : "–") << " |";
+      o << "\n";
+      if (r.paper_val >= 0 && v.n) paper.push_back(r.paper_val), ours.push_back(v.mean);
+      Json jr;
+      jr["group"] = g, jr["label"] = r.label, jr["paper_val"] = r.paper_val, jr["ours_val_mean"] = v.mean;
+      jr["ours_val_sd"] = v.sd, jr["n"] = v.n, jr["lake_mean"] = l.mean, jr["verdict"] = verdict(r.paper_val, v);
+      rj["rows"][r.id] = jr;
+    }
+    const double tau = kendall_tau(paper, ours);
+    o << "\nKendall's τ of our ranking against the paper's (" << paper.size() << " rows): " << fmt(tau) << "\n\n";
+    rj["kendall_tau"][g] = tau;
+  }
+  return o.str();
+}
+
+std::string cells_markdown(const std::vector<Cell>& cells) {
+  std::ostringstream o;
+  o << "| cell | best val % (epoch) | Lake % | train s | commit | machine | command |\n|---|---:|---:|---:|---|---|---|\n";
+  std::set<std::string> commits;
+  for (const Cell& c : cells) {
+    if (!finished(c)) {
+      o << "| " << c.row->id << "/seed" << c.seed << " | not finished | | | | | |\n";
+      continue;
+    }
+    const Json& p = c.summary.contains("provenance") ? c.summary["provenance"] : Json();
+    commits.insert(short_commit(p));
+    const std::string machine = p.is_object() && p.contains("machine")
+                                    ? p["machine"].value("cpu", std::string("?")) + ", " +
+                                          std::to_string(p["machine"].value("threads", int64_t(0))) + " threads" +
+                                          (p.contains("gpu") ? ", " + p["gpu"].value("name", std::string("?")) : "")
+                                    : "?";
+    o << "| " << c.row->id << "/seed" << c.seed << " | " << fmt(num(c.summary, {"best_val_one_shot_percent"}))
+      << " (" << fmt(num(c.summary, {"best_epoch"}), 0) << ") | " << fmt(num(c.summary, {"lake", "accuracy_percent"}))
+      << " | " << fmt(num(c.summary, {"train_seconds"}), 0) << " | " << short_commit(p) << " | " << machine << " | `"
+      << (p.is_object() ? p.value("command", std::string("?")) : std::string("?")) << "` |\n";
+  }
+  std::string head;
+  if (commits.size() > 1) {
+    head = "**The cells come from " + std::to_string(commits.size()) + " builds:**";
+    for (const auto& c : commits) head += " " + c;
+    head += ".\n\n";
+  }
+  return head + o.str();
+}
+
+}  // namespace
+
+double kendall_tau(const std::vector<double>& a, const std::vector<double>& b) {
+  const size_t n = std::min(a.size(), b.size());
+  double conc = 0, disc = 0, ta = 0, tb = 0;
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = i + 1; j < n; ++j) {
+      const double x = a[i] - a[j], y = b[i] - b[j];
+      if (x == 0 && y == 0) continue;
+      if (x == 0) ++ta;
+      else if (y == 0) ++tb;
+      else if ((x > 0) == (y > 0)) ++conc;
+      else ++disc;
+    }
+  const double denom = std::sqrt((conc + disc + ta) * (conc + disc + tb));
+  return denom > 0 ? (conc - disc) / denom : NAN;
+}
+
+void write_report(const std::string& out, const Scale& s, std::vector<Cell>& cells, const std::string& command) {
+  for (Cell& c : cells) load(c);
+  Json rj;
+  rj["scale"] = s.name;
+  rj["command"] = command;
+  std::ostringstream md;
+  md << "# The Omniglot study's tables and ablations, " << s.name << " scale\n\n"
+     << "Generated by `omniglot_grid` (`experiments/omniglot/grid*.cpp`) from the runs below it; rerun with `"
+     << command << " --report-only` after adding runs. Scale: " << s.description << ".\n\n"
+     << "Values are the best one-shot validation accuracy over the run's epochs (320 20-way tasks of the validation "
+        "alphabets, as the paper's tables), mean ± sd over seeds; Lake's 400 within-alphabet trials are scored once "
+        "per run with the best-validation model. The verdict counts both ways: within the paper's value ± max(our sd, "
+        "2 points), else above or below. At the CPU scale the paper's absolute numbers are not targets (a smaller net "
+        "trained on 4.8 % of its triplets): read the rankings (Kendall's τ) and the claims.\n\n"
+     << "Kumar's loss is Kumar et al.'s 1 − d(a,n)/(d(a,p)+m); the paper prints it with d(a,p) and d(a,n) swapped, "
+        "which rewards wrongly ordered triplets and cannot give its own 74.38 % (`kernels/losses.h`).\n\n";
+  const std::string notes = out + "/notes.md";
+  if (fs::exists(notes)) {
+    std::ifstream in(notes);
+    md << in.rdbuf() << "\n\n";
+  }
+  md << "## Tables and ablations\n\n" << tables_markdown(s, cells, rj);
+  md << "## The paper's claims at this scale\n\n| claim | result | numbers |\n|---|---|---|\n";
+  for (const Claim& c : claims(s, cells)) {
+    md << "| " << c.text << " | " << c.result << " | " << c.numbers << " |\n";
+    rj["claims"][c.text] = c.result;
+  }
+  md << "\n## Figures\n\n";
+  for (int n = 3; n <= 7; ++n) {
+    const std::string png = figure(out, n, s, cells);
+    if (!png.empty()) md << "![Figure " << n << "](" << png << ")\n\n";
+    else md << "Figure " << n << ": no curves yet (or gnuplot missing).\n\n";
+  }
+  md << "## Cells (commit, machine and command of each run)\n\n" << cells_markdown(cells);
+  std::ofstream(out + "/results.md") << md.str();
+  std::ofstream(out + "/results.json") << rj.dump(2) << "\n";
+}
+
+}  // namespace mn::exp::omniglot_grid

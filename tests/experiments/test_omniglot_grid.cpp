@@ -1,0 +1,145 @@
+// omniglot_grid (experiments/omniglot/grid.h): the row table (every row's flags parse
+// at both scales and change, against the paper's default model, exactly the keys the
+// paper's row changes; aliases point at rows that run), Kendall's tau on hand-made
+// rankings, and a tiny grid on the synthetic data: interrupted, resumed, skipped when
+// finished, with results.md generated from its cells.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "experiments/common/harness.h"
+#include "experiments/omniglot/grid.h"
+#include "experiments/omniglot/omniglot_study.h"
+#include "tests/experiments/omniglot_fixture.h"
+
+namespace {
+using namespace mn::exp;
+using namespace mn::exp::omniglot_grid;
+using mn_test_exp::omniglot_root;
+using mn_test_exp::read_lines;
+using mn_test_exp::read_text;
+using mn_test_exp::TempDir;
+
+std::map<std::string, std::string> config_of(const GridRow& r, const Scale& s) {
+  auto study = r.siamese ? make_omniglot_siamese_study() : make_omniglot_triplet_study();
+  std::vector<std::string> args = row_args(r, s);
+  args.insert(args.end(), {"--seed", "1", "--out-dir", "unused", "--device", "cpu"});
+  return study_config(*study, args, mn::Device::cpu());
+}
+
+std::set<std::string> differing_keys(const std::map<std::string, std::string>& a,
+                                     const std::map<std::string, std::string>& b) {
+  std::set<std::string> out;
+  for (const auto& [k, v] : a)
+    if (!b.count(k) || b.at(k) != v) out.insert(k);
+  return out;
+}
+
+TEST(OmniglotGrid, EveryRowsFlagsParseAndDifferOnlyWhereThePapersRowDiffers) {
+  for (const char* scale : {"cpu", "full"}) {
+    const Scale& s = scale_by_name(scale);
+    const auto triplet_default = config_of(row_by_id("t1-kumar"), s);
+    std::set<std::string> ids;
+    for (const GridRow& r : grid_rows()) {
+      SCOPED_TRACE(std::string(scale) + " " + r.id);
+      EXPECT_TRUE(ids.insert(r.id).second) << "duplicate row name";
+      if (!r.alias.empty()) {
+        EXPECT_TRUE(r.flags.empty()) << "an alias has no flags of its own";
+        EXPECT_TRUE(run_row(r).alias.empty()) << "an alias points at a row that runs";
+        continue;
+      }
+      const auto cfg = config_of(r, s);
+      std::set<std::string> want(r.differs.begin(), r.differs.end());
+      if (r.siamese) {
+        // Against the siamese binary's own defaults at this scale.
+        auto study = make_omniglot_siamese_study();
+        std::vector<std::string> base = s.siamese_base;
+        base.insert(base.end(), {"--epochs", std::to_string(row_epochs(r, s)), "--seed", "1", "--out-dir", "unused",
+                                 "--device", "cpu"});
+        EXPECT_EQ(differing_keys(cfg, study_config(*study, base, mn::Device::cpu())), want);
+      } else {
+        EXPECT_EQ(differing_keys(cfg, triplet_default), want);
+      }
+      EXPECT_EQ(cfg.at("epochs"), std::to_string(row_epochs(r, s)));
+      if (std::string(scale) == "cpu") {
+        EXPECT_EQ(cfg.at("trunk"), "conv4");
+      }
+      if (std::string(scale) == "full") {
+        EXPECT_EQ(cfg.at("trunk"), "koch");
+        EXPECT_EQ(cfg.at("image-size"), "105");
+        EXPECT_EQ(cfg.at("iters"), "500");
+      }
+    }
+  }
+  EXPECT_THROW(scale_by_name("medium"), mn::Error);
+}
+
+TEST(OmniglotGrid, KendallTauOnHandMadeRankings) {
+  EXPECT_DOUBLE_EQ(kendall_tau({1, 2, 3, 4}, {10, 20, 30, 40}), 1.0);
+  EXPECT_DOUBLE_EQ(kendall_tau({1, 2, 3, 4}, {4, 3, 2, 1}), -1.0);
+  // One discordant pair of six: (5 - 1) / 6.
+  EXPECT_NEAR(kendall_tau({1, 2, 3, 4}, {1, 3, 2, 4}), 4.0 / 6.0, 1e-12);
+  // A tie in one ranking: tau-b = (C - D) / sqrt((C + D + T_a)(C + D + T_b)).
+  EXPECT_NEAR(kendall_tau({1, 2, 3}, {1, 1, 2}), 2.0 / std::sqrt(3.0 * 2.0), 1e-12);
+  EXPECT_TRUE(std::isnan(kendall_tau({1}, {1})));
+}
+
+int run_grid_args(std::vector<std::string> args) {
+  args.insert(args.begin(), "omniglot_grid");
+  std::vector<char*> av;
+  for (auto& a : args) av.push_back(a.data());
+  return run_grid(static_cast<int>(av.size()), av.data());
+}
+
+TEST(OmniglotGrid, TinyGridStopsResumesSkipsAndReports) {
+  TempDir out("grid"), cache("cache");
+  const std::string tiny = "--channels 8 --embedding 16 --val-way 5 --eval-batch 64 --iters 2 --batch 4 "
+                           "--val-triplets 12 --val-tasks 4";
+  std::vector<std::string> args{"--out-dir", out.str(), "--rows", "^t1-(kumar|schroff)$", "--seeds", "1",
+                                "--device", "cpu", "--data-dir", omniglot_root(), "--cache-dir", cache.str()};
+  auto with = [&](const std::string& extra) {
+    std::vector<std::string> a = args;
+    a.insert(a.end(), {"--cell-args", tiny + " --epochs 2" + extra});
+    return a;
+  };
+  // Interrupted: the first cell stops after one step (exit 3), nothing else runs.
+  EXPECT_EQ(run_grid_args(with(" --stop-after 1")), kExitResumable);
+  EXPECT_TRUE(std::filesystem::exists(out / "t1-kumar/seed1/last.safetensors"));
+  EXPECT_FALSE(std::filesystem::exists(out / "t1-kumar/seed1/summary.json"));
+  EXPECT_FALSE(std::filesystem::exists(out / "t1-schroff/seed1"));
+  // The same command goes on: the stopped cell resumes, the second runs.
+  EXPECT_EQ(run_grid_args(with("")), kExitOk);
+  for (const char* cell : {"t1-kumar/seed1", "t1-schroff/seed1"}) {
+    EXPECT_TRUE(std::filesystem::exists(out / (std::string(cell) + "/summary.json"))) << cell;
+    EXPECT_EQ(read_lines(out / (std::string(cell) + "/metrics.jsonl")).size(), 2u) << cell;
+  }
+  const std::string kumar_summary = read_text(out / "t1-kumar/seed1/summary.json");
+  // A third call finds everything done: the cells are not touched.
+  const auto before = std::filesystem::last_write_time(out / "t1-kumar/seed1/summary.json");
+  EXPECT_EQ(run_grid_args(with("")), kExitOk);
+  EXPECT_EQ(std::filesystem::last_write_time(out / "t1-kumar/seed1/summary.json"), before);
+  // The report: the rows beside the paper, the claims it cannot test yet, the cells'
+  // provenance.
+  const std::string md = read_text(out / "results.md");
+  EXPECT_NE(md.find("| Kumar loss"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 74.38 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("Kendall's τ"), std::string::npos);
+  EXPECT_NE(md.find("| not run |"), std::string::npos) << "claims needing rows that did not run";
+  EXPECT_NE(md.find("t1-schroff/seed1"), std::string::npos);
+  EXPECT_NE(md.find("omniglot_triplet --preset full --trunk conv4"), std::string::npos) << "each cell's command";
+  EXPECT_NE(kumar_summary.find("\"provenance\""), std::string::npos);
+  EXPECT_NE(read_text(out / "results.json").find("\"t1-kumar\""), std::string::npos);
+  // --dry-run lists the plan without running anything.
+  testing::internal::CaptureStdout();
+  std::vector<std::string> dry = with("");
+  dry.push_back("--dry-run");
+  EXPECT_EQ(run_grid_args(dry), kExitOk);
+  const std::string plan = testing::internal::GetCapturedStdout();
+  EXPECT_NE(plan.find("t1-kumar               seed 1  done"), std::string::npos) << plan;
+  EXPECT_EQ(run_grid_args({"--rows", "^nosuchrow$", "--dry-run"}), kExitUsage);
+}
+
+}  // namespace
