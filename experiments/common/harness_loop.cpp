@@ -14,6 +14,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 
@@ -233,258 +234,342 @@ std::string epochs_table(const std::vector<Json>& lines, const std::string& sel)
   return os.str();
 }
 
-int train_epochs(Study& st, Context& ctx) {
-  const Flags& f = ctx.flags();
-  const std::string last = ctx.out_path("last.safetensors"), best_path = ctx.out_path("best.safetensors");
-  const int64_t epochs = f.i64("epochs"), iters = st.steps_per_epoch(), items = st.items_per_step();
-  MN_CHECK(iters > 0, st.name(), ": steps_per_epoch() must be positive");
-  LoopState ls;
-  if (ctx.resuming()) {
-    ls = load_progress(st, f, last, iters);
-    std::printf("resuming after epoch %lld%s from %s\n", static_cast<long long>(ls.start_epoch),
-                ls.start_iter ? (" and " + std::to_string(ls.start_iter) + " steps of the next").c_str() : "",
-                last.c_str());
+// The epoch loop in named phases: start (resume, outputs), per epoch the training
+// steps (with the reads of their statistics), validation and the checkpoints, a
+// resumable stop at any step boundary, and the final test. The loop's state lives in
+// the members; each phase is a method a reader can hold in their head.
+class EpochLoop {
+ public:
+  EpochLoop(Study& st, Context& ctx)
+      : st_(st), ctx_(ctx), f_(ctx.flags()), last_(ctx.out_path("last.safetensors")),
+        best_path_(ctx.out_path("best.safetensors")), epochs_(f_.i64("epochs")), iters_(st.steps_per_epoch()),
+        items_(st.items_per_step()), sel_(st.selection_metric()), item_name_(st.items_name()) {
+    MN_CHECK(iters_ > 0, st.name(), ": steps_per_epoch() must be positive");
   }
-  write_file_atomic(ctx.out_path("config.txt"), f.to_config());
-  MetricsLog& log = ctx.open_log(ctx.resuming() ? ls.start_epoch : -1);
-  const std::string sel = st.selection_metric(), item_name = st.items_name();
-  StepRunner runner(st, f, ctx.device());
-  // Host reads of the step statistics: every step on the CPU (free there), every
-  // 50 on a GPU (each read waits for the device's queue to drain).
-  const int64_t log_every = f.i64("log-every") > 0 ? f.i64("log-every") : (ctx.device().is_cuda() ? 50 : 1);
+
+  int run() {
+    start();
+    for (int64_t epoch = ls_.start_epoch + 1; epoch <= epochs_; ++epoch) {
+      st_.begin_epoch(epoch);
+      EpochState e = begin_epoch_state(epoch);
+      if (const int rc = train_steps(epoch, e); rc != kExitOk) return rc;
+      ctx_.before_step = false;
+      if (ctx_.stop_requested(val_estimate())) return stop_now(epoch, iters_, e.sums, e.train_s);
+      validate_and_save(epoch, e);
+    }
+    if (g_stop_signal) {
+      std::printf("\nstopped by a signal after the last epoch; %s holds the trained model: --resume runs the final "
+                  "test.\n", last_.c_str());
+      return kExitResumable;
+    }
+    ctx_.before_step = false;
+    return final_test();
+  }
+
+ private:
+  // One epoch's running state: the summed step statistics and training time, and the
+  // steps since the last host read (summed on the step's device).
+  struct EpochState {
+    int64_t first_it = 1;
+    Stats sums;
+    double train_s = 0;
+    std::chrono::steady_clock::time_point seg_start;
+    int64_t seg_items = 0;
+    Tensor pending;
+    int64_t pending_first = 0, last_it = 0;
+    double seg_seconds() const {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - seg_start).count();
+    }
+  };
+
+  // Resume (or not), config.txt, the metrics log, the step runner, the curves so far.
+  void start() {
+    if (ctx_.resuming()) {
+      ls_ = load_progress(st_, f_, last_, iters_);
+      std::printf("resuming after epoch %lld%s from %s\n", static_cast<long long>(ls_.start_epoch),
+                  ls_.start_iter ? (" and " + std::to_string(ls_.start_iter) + " steps of the next").c_str() : "",
+                  last_.c_str());
+    }
+    write_file_atomic(ctx_.out_path("config.txt"), f_.to_config());
+    log_ = &ctx_.open_log(ctx_.resuming() ? ls_.start_epoch : -1);
+    runner_ = std::make_unique<StepRunner>(st_, f_, ctx_.device());
+    // Host reads of the step statistics: every step on the CPU (free there), every
+    // 50 on a GPU (each read waits for the device's queue to drain).
+    log_every_ = f_.i64("log-every") > 0 ? f_.i64("log-every") : (ctx_.device().is_cuda() ? 50 : 1);
+    curves_.resize(2);
+    curves_[0].title = sel_;
+    curves_[1].title = "train_loss";
+    curves_[1].right_axis = true;
+    for (const auto& l : log_->lines()) add_point(l);
+  }
+
+  EpochState begin_epoch_state(int64_t epoch) {
+    EpochState e;
+    const bool resumed_epoch = epoch == ls_.start_epoch + 1;
+    e.first_it = resumed_epoch ? ls_.start_iter + 1 : 1;
+    e.sums = resumed_epoch ? ls_.partial : Stats{};
+    e.train_s = resumed_epoch ? ls_.partial_train_s : 0.0;
+    ctx_.bar().phase("epoch " + std::to_string(epoch) + "/" + std::to_string(epochs_), iters_, e.first_it - 1);
+    e.seg_start = std::chrono::steady_clock::now();
+    e.last_it = e.first_it - 1;
+    return e;
+  }
 
   // Cost estimates for --time-limit and the ETA.
-  auto val_estimate = [&] {
-    if (ls.last_val_s >= 0) return ls.last_val_s;
-    // Not measured yet: a forward pass per validation item at the training
-    // cost per item (forward + backward + update: about 3x a forward, so this
-    // errs on the safe side).
-    return items > 0 && ls.step_s > 0 ? st.validation_work() * ls.step_s / items : 0.0;
-  };
-  auto update_eta = [&](int64_t epoch, int64_t it, bool validated) {
-    const double steps_left = static_cast<double>((epochs - epoch) * iters + (iters - it));
-    const double vals_left = static_cast<double>(epochs - epoch) + (validated ? 0 : 1);
-    ctx.eta_seconds = ls.step_s > 0 ? steps_left * ls.step_s + (vals_left + 1) * val_estimate() : -1;
-  };
-  auto stop_now = [&](int64_t epoch, int64_t done, const Stats& sums, double epoch_train_s) {
-    if (ctx.steps_this_run() == 0 && ctx.stop_reason().rfind("--time-limit", 0) == 0)
-      throw TimeLimitTooShort("--time-limit " + f.text("time-limit") + " s is too short for even one training "
-                              "step: setting up took " + Json(std::round(ctx.run_seconds() * 10) / 10).dump() +
-                              " s and a checkpoint write about " + Json(std::round(ctx.save_seconds * 10) / 10).dump() +
+  double val_estimate() const {
+    if (ls_.last_val_s >= 0) return ls_.last_val_s;
+    // Not measured yet: a forward pass per validation item at the training cost per
+    // item (forward + backward + update: about 3x a forward, so this errs on the safe side).
+    return items_ > 0 && ls_.step_s > 0 ? st_.validation_work() * ls_.step_s / items_ : 0.0;
+  }
+  void update_eta(int64_t epoch, int64_t it, bool validated) {
+    const double steps_left = static_cast<double>((epochs_ - epoch) * iters_ + (iters_ - it));
+    const double vals_left = static_cast<double>(epochs_ - epoch) + (validated ? 0 : 1);
+    ctx_.eta_seconds = ls_.step_s > 0 ? steps_left * ls_.step_s + (vals_left + 1) * val_estimate() : -1;
+  }
+
+  // The steps of one epoch from e.first_it: kExitOk at the epoch's end, or the stop's
+  // or the failure's status.
+  int train_steps(int64_t epoch, EpochState& e) {
+    for (int64_t it = e.first_it; it <= iters_; ++it) {
+      ctx_.before_step = true;
+      if (ctx_.stop_requested(ls_.step_s)) {
+        if (read_pending(epoch, e) != kExitOk) return kExitFailed;
+        const double s = e.seg_seconds();
+        ls_.total_train_s += s;
+        return stop_now(epoch, it - 1, e.sums, e.train_s + s);
+      }
+      if (const int rc = one_step(epoch, it, e); rc != kExitOk) return rc;
+    }
+    ctx_.bar().finish();
+    const double seg_s = e.first_it <= iters_ ? e.seg_seconds() : 0.0;
+    e.train_s += seg_s;
+    ls_.total_train_s += seg_s;
+    return kExitOk;
+  }
+
+  // One training step: its statistics checked and added to the pending sum, and every
+  // --log-every steps (and at the epoch's end) read into the epoch's sums and shown.
+  int one_step(int64_t epoch, int64_t it, EpochState& e) {
+    DeviceStats s = runner_->step();
+    MN_CHECK(!s.names.empty() && s.values.defined() && s.values.numel() == static_cast<int64_t>(s.names.size()),
+             st_.name(), ": train_step() returned ", s.names.size(), " stat names and ",
+             s.values.defined() ? s.values.numel() : 0, " values");
+    ctx_.count_step();
+    if (e.sums.empty() && it == 1)
+      for (const auto& k : s.names) e.sums.emplace_back(k, 0.0);
+    MN_CHECK(e.sums.size() == s.names.size(), st_.name(), ": train_step() returned ", s.names.size(),
+             " stats, the epoch has ", e.sums.size(), " (resumed from a checkpoint of another version?)");
+    for (size_t i = 0; i < s.names.size(); ++i)
+      MN_CHECK(e.sums[i].first == s.names[i], st_.name(), ": train_step() stat ", i, " is '", s.names[i],
+               "', expected '", e.sums[i].first, "'");
+    Tensor v = s.values.dtype() == DType::F64 ? s.values.contiguous().view({s.values.numel()})
+                                               : s.values.to(DType::F64).contiguous().view({s.values.numel()});
+    if (e.pending.defined() && e.pending.device() == v.device()) {
+      e.pending = kernels::add(e.pending, v);
+    } else {
+      if (read_pending(epoch, e) != kExitOk) return kExitFailed;
+      e.pending = v.clone();
+      e.pending_first = it;
+    }
+    e.last_it = it;
+    e.seg_items += items_;
+    if ((it - e.first_it + 1) % log_every_ != 0 && it != iters_) return kExitOk;
+    if (read_pending(epoch, e) != kExitOk) return kExitFailed;
+    show_progress(epoch, it, e);
+    return kExitOk;
+  }
+
+  // The pending statistics read to the host and added to the epoch's sums; a
+  // non-finite loss stops the run (kExitFailed) naming the steps.
+  int read_pending(int64_t epoch, EpochState& e) {
+    if (!e.pending.defined()) return kExitOk;
+    const std::vector<double> v = e.pending.to_double_vector();
+    e.pending = Tensor();
+    if (!std::isfinite(v[0])) {
+      ctx_.bar().finish();
+      const std::string when = e.pending_first == e.last_it
+                                   ? "step " + std::to_string(e.last_it)
+                                   : "one of steps " + std::to_string(e.pending_first) + "-" + std::to_string(e.last_it);
+      std::fprintf(stderr, "\nerror: the %s became %s at epoch %lld %s; stopping. The last good checkpoint "
+                   "is %s (after epoch %lld).\n", e.sums[0].first.c_str(), std::isnan(v[0]) ? "NaN" : "infinite",
+                   static_cast<long long>(epoch), when.c_str(), last_.c_str(), static_cast<long long>(epoch - 1));
+      return kExitFailed;
+    }
+    for (size_t i = 0; i < v.size(); ++i) e.sums[i].second += v[i];
+    return kExitOk;
+  }
+
+  void show_progress(int64_t epoch, int64_t it, const EpochState& e) {
+    const double secs = e.seg_seconds();
+    ls_.step_s = secs / static_cast<double>(it - e.first_it + 1);
+    update_eta(epoch, it, false);
+    Stats shown;
+    for (const auto& [k, val] : e.sums) shown.emplace_back(k, val / static_cast<double>(it));
+    char rate[48];
+    std::snprintf(rate, sizeof rate, "%.0f %s/s",
+                  secs > 0 ? (items_ ? e.seg_items / secs : (it - e.first_it + 1) / secs) : 0.0,
+                  items_ ? item_name_.c_str() : "steps");
+    ctx_.bar().update(it, stats_text(shown, 2), rate, ctx_.eta_seconds);
+  }
+
+  // A resumable stop after `done` steps of `epoch`: last.safetensors with the partial
+  // epoch, exit status 3. A stop before the first step of a fresh run is an error.
+  int stop_now(int64_t epoch, int64_t done, const Stats& sums, double epoch_train_s) {
+    if (ctx_.steps_this_run() == 0 && ctx_.stop_reason().rfind("--time-limit", 0) == 0)
+      throw TimeLimitTooShort("--time-limit " + f_.text("time-limit") + " s is too short for even one training "
+                              "step: setting up took " + Json(std::round(ctx_.run_seconds() * 10) / 10).dump() +
+                              " s and a checkpoint write about " + Json(std::round(ctx_.save_seconds * 10) / 10).dump() +
                               " s; give a longer --time-limit" +
-                              (ctx.resuming() ? std::string(" (" + last + " is unchanged)")
-                                              : " (nothing was saved, so there is nothing to --resume: run it again "
-                                                "without --resume)"));
-    nn::Metadata md;
-    st.save_state(md);
-    md["study"] = st.name();
-    md["config"] = f.to_json();
-    put_progress(md, ls, epoch - 1, done, sums, epoch_train_s, ls.best, ls.best_epoch);
-    nn::save_checkpoint(last, st.model(), st.optimizer(), md);
-    ctx.bar().finish();
+                              (ctx_.resuming() ? std::string(" (" + last_ + " is unchanged)")
+                                               : " (nothing was saved, so there is nothing to --resume: run it again "
+                                                 "without --resume)"));
+    nn::Metadata md = progress_metadata();
+    put_progress(md, ls_, epoch - 1, done, sums, epoch_train_s, ls_.best, ls_.best_epoch);
+    nn::save_checkpoint(last_, st_.model(), st_.optimizer(), md);
+    ctx_.bar().finish();
     std::printf("\nstopped: %s, at epoch %lld after %lld of %lld steps%s. The progress is saved in %s; "
-                "continue with the same command and --resume.\n", ctx.stop_reason().c_str(),
-                static_cast<long long>(epoch), static_cast<long long>(done), static_cast<long long>(iters),
-                done == iters ? " (validation pending)" : "", last.c_str());
+                "continue with the same command and --resume.\n", ctx_.stop_reason().c_str(),
+                static_cast<long long>(epoch), static_cast<long long>(done), static_cast<long long>(iters_),
+                done == iters_ ? " (validation pending)" : "", last_.c_str());
     std::fflush(stdout);
     return kExitResumable;
-  };
+  }
 
-  std::vector<Series> curves(2);
-  curves[0].title = sel;
-  curves[1].title = "train_loss";
-  curves[1].right_axis = true;
-  auto add_point = [&](const Json& l) {
-    auto num = [&](const std::string& k) { return l.contains(k) && l[k].is_number() ? l[k].get<double>() : NAN; };
-    curves[0].x.push_back(num("epoch"));
-    curves[0].y.push_back(num(sel));
-    curves[1].x.push_back(num("epoch"));
-    curves[1].y.push_back(num("train_loss"));
-  };
-  for (const auto& l : log.lines()) add_point(l);
-
-  for (int64_t epoch = ls.start_epoch + 1; epoch <= epochs; ++epoch) {
-    st.begin_epoch(epoch);
-    const bool resumed_epoch = epoch == ls.start_epoch + 1;
-    const int64_t first_it = resumed_epoch ? ls.start_iter + 1 : 1;
-    Stats sums = resumed_epoch ? ls.partial : Stats{};
-    double epoch_train_s = resumed_epoch ? ls.partial_train_s : 0.0;
-    ctx.bar().phase("epoch " + std::to_string(epoch) + "/" + std::to_string(epochs), iters, first_it - 1);
-    const auto seg_start = std::chrono::steady_clock::now();
-    auto seg_seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - seg_start).count(); };
-    int64_t seg_items = 0;
-    // The steps since the last read: their statistics summed on the step's
-    // device (DeviceStats), read into `sums` every --log-every steps, before a
-    // stop and at the end of the epoch: one host read per interval.
-    Tensor pending;
-    int64_t pending_first = 0, last_it = first_it - 1;
-    auto read_pending = [&]() -> int {
-      if (!pending.defined()) return kExitOk;
-      const std::vector<double> v = pending.to_double_vector();
-      pending = Tensor();
-      if (!std::isfinite(v[0])) {
-        ctx.bar().finish();
-        const std::string when = pending_first == last_it
-                                     ? "step " + std::to_string(last_it)
-                                     : "one of steps " + std::to_string(pending_first) + "-" + std::to_string(last_it);
-        std::fprintf(stderr, "\nerror: the %s became %s at epoch %lld %s; stopping. The last good checkpoint "
-                     "is %s (after epoch %lld).\n", sums[0].first.c_str(), std::isnan(v[0]) ? "NaN" : "infinite",
-                     static_cast<long long>(epoch), when.c_str(), last.c_str(), static_cast<long long>(epoch - 1));
-        return kExitFailed;
-      }
-      for (size_t i = 0; i < v.size(); ++i) sums[i].second += v[i];
-      return kExitOk;
-    };
-    for (int64_t it = first_it; it <= iters; ++it) {
-      ctx.before_step = true;
-      if (ctx.stop_requested(ls.step_s)) {
-        if (read_pending() != kExitOk) return kExitFailed;
-        const double s = seg_seconds();
-        ls.total_train_s += s;
-        return stop_now(epoch, it - 1, sums, epoch_train_s + s);
-      }
-      DeviceStats s = runner.step();
-      MN_CHECK(!s.names.empty() && s.values.defined() && s.values.numel() == static_cast<int64_t>(s.names.size()),
-               st.name(), ": train_step() returned ", s.names.size(), " stat names and ",
-               s.values.defined() ? s.values.numel() : 0, " values");
-      ctx.count_step();
-      if (sums.empty() && it == 1) for (const auto& k : s.names) sums.emplace_back(k, 0.0);
-      MN_CHECK(sums.size() == s.names.size(), st.name(), ": train_step() returned ", s.names.size(),
-               " stats, the epoch has ", sums.size(), " (resumed from a checkpoint of another version?)");
-      for (size_t i = 0; i < s.names.size(); ++i)
-        MN_CHECK(sums[i].first == s.names[i], st.name(), ": train_step() stat ", i, " is '", s.names[i],
-                 "', expected '", sums[i].first, "'");
-      Tensor v = s.values.dtype() == DType::F64 ? s.values.contiguous().view({s.values.numel()})
-                                                 : s.values.to(DType::F64).contiguous().view({s.values.numel()});
-      if (pending.defined() && pending.device() == v.device()) {
-        pending = kernels::add(pending, v);
-      } else {
-        if (read_pending() != kExitOk) return kExitFailed;
-        pending = v.clone();
-        pending_first = it;
-      }
-      last_it = it;
-      seg_items += items;
-      if ((it - first_it + 1) % log_every != 0 && it != iters) continue;
-      if (read_pending() != kExitOk) return kExitFailed;
-      const double e = seg_seconds();
-      ls.step_s = e / static_cast<double>(it - first_it + 1);
-      update_eta(epoch, it, false);
-      Stats shown;
-      for (const auto& [k, val] : sums) shown.emplace_back(k, val / static_cast<double>(it));
-      char rate[48];
-      std::snprintf(rate, sizeof rate, "%.0f %s/s", e > 0 ? (items ? seg_items / e : (it - first_it + 1) / e) : 0.0,
-                    items ? item_name.c_str() : "steps");
-      ctx.bar().update(it, stats_text(shown, 2), rate, ctx.eta_seconds);
-    }
-    ctx.bar().finish();
-    const double seg_s = first_it <= iters ? seg_seconds() : 0.0;
-    epoch_train_s += seg_s;
-    ls.total_train_s += seg_s;
-    ctx.before_step = false;
-    if (ctx.stop_requested(val_estimate())) return stop_now(epoch, iters, sums, epoch_train_s);
-
-    update_eta(epoch, iters, false);
-    ctx.bar().phase("validation " + std::to_string(epoch) + "/" + std::to_string(epochs), 1, 0);
-    ctx.bar().update(0, "", "", ctx.eta_seconds);
-    const auto val_start = std::chrono::steady_clock::now();
-    const Stats val = st.validate();
-    const double val_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - val_start).count();
-    ls.last_val_s = val_s;
-    update_eta(epoch, iters, true);
-    ctx.bar().update(1, "", "", ctx.eta_seconds);
-    ctx.bar().finish();
-    const double score = value_of(val, sel, "validate()");
-    const bool improved = score > ls.best;
-    if (improved) {
-      ls.best = score;
-      ls.best_epoch = epoch;
-    }
-    const double ips = epoch_train_s > 0 ? (items ? iters * items : iters) / epoch_train_s : 0.0;
-    const Json line = epoch_line(epoch, sums, iters, val, st.epoch_extras(), epoch_train_s, val_s, ips,
-                                 items ? item_name : "steps");
-    log.write(line);
-    Stats means;
-    for (const auto& [k, v] : sums) means.emplace_back(k, v / static_cast<double>(iters));
-    std::printf("epoch %lld: %s | validation: %s (best %s %.4g at epoch %lld)\n", static_cast<long long>(epoch),
-                stats_text(means, 8).c_str(), stats_text(val, 8).c_str(), sel.c_str(), ls.best,
-                static_cast<long long>(ls.best_epoch));
-    std::fflush(stdout);
-    const auto save_start = std::chrono::steady_clock::now();
+  nn::Metadata progress_metadata() const {
     nn::Metadata md;
-    st.save_state(md);
-    md["study"] = st.name();
-    md["config"] = f.to_json();
-    put_progress(md, ls, epoch, 0, {}, 0.0, ls.best, ls.best_epoch);
+    st_.save_state(md);
+    md["study"] = st_.name();
+    md["config"] = f_.to_json();
+    return md;
+  }
+
+  // The epoch's validation, its metrics line, the best and last checkpoints, the curve.
+  void validate_and_save(int64_t epoch, const EpochState& e) {
+    update_eta(epoch, iters_, false);
+    ctx_.bar().phase("validation " + std::to_string(epoch) + "/" + std::to_string(epochs_), 1, 0);
+    ctx_.bar().update(0, "", "", ctx_.eta_seconds);
+    const auto val_start = std::chrono::steady_clock::now();
+    const Stats val = st_.validate();
+    const double val_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - val_start).count();
+    ls_.last_val_s = val_s;
+    update_eta(epoch, iters_, true);
+    ctx_.bar().update(1, "", "", ctx_.eta_seconds);
+    ctx_.bar().finish();
+    const double score = value_of(val, sel_, "validate()");
+    const bool improved = score > ls_.best;
+    if (improved) {
+      ls_.best = score;
+      ls_.best_epoch = epoch;
+    }
+    const double ips = e.train_s > 0 ? (items_ ? iters_ * items_ : iters_) / e.train_s : 0.0;
+    const Json line = epoch_line(epoch, e.sums, iters_, val, st_.epoch_extras(), e.train_s, val_s, ips,
+                                 items_ ? item_name_ : "steps");
+    log_->write(line);
+    Stats means;
+    for (const auto& [k, v] : e.sums) means.emplace_back(k, v / static_cast<double>(iters_));
+    std::printf("epoch %lld: %s | validation: %s (best %s %.4g at epoch %lld)\n", static_cast<long long>(epoch),
+                stats_text(means, 8).c_str(), stats_text(val, 8).c_str(), sel_.c_str(), ls_.best,
+                static_cast<long long>(ls_.best_epoch));
+    std::fflush(stdout);
+    save_epoch(epoch, improved);
+    add_point(line);
+    plot_png(ctx_.out_path("learning_curve.png"), st_.plot_title(), "epoch", sel_, "training loss", curves_);
+  }
+
+  void save_epoch(int64_t epoch, bool improved) {
+    const auto save_start = std::chrono::steady_clock::now();
+    nn::Metadata md = progress_metadata();
+    put_progress(md, ls_, epoch, 0, {}, 0.0, ls_.best, ls_.best_epoch);
     if (improved) {
       // best first, then last.safetensors naming best's content hash: a kill in
       // between leaves a last.safetensors whose hash no longer matches the new
       // best, which the final test refuses instead of scoring another model.
       md.erase("best_xxh3");
-      nn::save_checkpoint(best_path, st.model(), nullptr, md);
-      ls.best_hash = file_xxh3(best_path);
-      md["best_xxh3"] = ls.best_hash;
+      nn::save_checkpoint(best_path_, st_.model(), nullptr, md);
+      ls_.best_hash = file_xxh3(best_path_);
+      md["best_xxh3"] = ls_.best_hash;
     }
-    nn::save_checkpoint(last, st.model(), st.optimizer(), md);
-    ctx.save_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - save_start).count();
-    add_point(line);
-    plot_png(ctx.out_path("learning_curve.png"), st.plot_title(), "epoch", sel, "training loss", curves);
+    nn::save_checkpoint(last_, st_.model(), st_.optimizer(), md);
+    ctx_.save_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - save_start).count();
   }
-  if (g_stop_signal) {
-    std::printf("\nstopped by a signal after the last epoch; %s holds the trained model: --resume runs the final "
-                "test.\n", last.c_str());
-    return kExitResumable;
-  }
-  ctx.before_step = false;
 
-  // Final test with the model selected on validation.
-  const double total_items = static_cast<double>(epochs) * static_cast<double>(iters) * std::max<int64_t>(items, 1);
-  Json& sum = ctx.summary();
-  sum["study"] = st.name();
-  sum["device"] = device_name(ctx.device());
-  sum["precision"] = precision_json();
-  sum["config"] = Json::parse(f.to_json());
-  sum["best_" + sel] = metric_number(ls.best);
-  sum["best_epoch"] = ls.best_epoch;
-  sum["cuda_graph"] = runner.status();
-  sum["train_seconds"] = metric_number(ls.total_train_s);
-  sum[std::string("train_") + (items ? item_name : "steps") + "_per_second"] =
-      metric_number(ls.total_train_s > 0 ? total_items / ls.total_train_s : 0);
-  if (ls.best_epoch > 0) {
-    // The model scored below must be the one summary.json names as best: hash
-    // the file before and after loading it and compare with the hash taken
-    // when it was written.
-    const std::string before = file_xxh3(best_path);
-    MN_CHECK(ls.best_hash.empty() || before == ls.best_hash, "final test: '", best_path, "' is not the checkpoint "
-             "of the best epoch ", ls.best_epoch, " (its content hash is ", before, ", the run wrote ", ls.best_hash,
+  void add_point(const Json& l) {
+    auto num = [&](const std::string& k) { return l.contains(k) && l[k].is_number() ? l[k].get<double>() : NAN; };
+    curves_[0].x.push_back(num("epoch"));
+    curves_[0].y.push_back(num(sel_));
+    curves_[1].x.push_back(num("epoch"));
+    curves_[1].y.push_back(num("train_loss"));
+  }
+
+  // The final test with the model selected on validation, summary.json and report.md.
+  int final_test() {
+    const double total_items =
+        static_cast<double>(epochs_) * static_cast<double>(iters_) * std::max<int64_t>(items_, 1);
+    Json& sum = ctx_.summary();
+    sum["study"] = st_.name();
+    sum["device"] = device_name(ctx_.device());
+    sum["precision"] = precision_json();
+    sum["config"] = Json::parse(f_.to_json());
+    sum["best_" + sel_] = metric_number(ls_.best);
+    sum["best_epoch"] = ls_.best_epoch;
+    sum["cuda_graph"] = runner_->status();
+    sum["train_seconds"] = metric_number(ls_.total_train_s);
+    sum[std::string("train_") + (items_ ? item_name_ : "steps") + "_per_second"] =
+        metric_number(ls_.total_train_s > 0 ? total_items / ls_.total_train_s : 0);
+    sum["best_checkpoint"] = load_best_model();
+    const std::string test = st_.final_test(sum);
+    std::ostringstream rep;
+    rep << "# " << st_.name() << ": report\n\n"
+        << "- device: " << device_name(ctx_.device()) << "\n"
+        << "- precision: " << precision_json()["conv"].get<std::string>() << " convolutions, "
+        << precision_json()["matmul"].get<std::string>() << " dense layers (distances, miners, losses: fp32)\n"
+        << "- " << epochs_ << " epochs x " << iters_ << " steps, " << format_duration(ls_.total_train_s)
+        << " of training\n"
+        << "- best validation " << sel_ << ": " << ls_.best << " at epoch " << ls_.best_epoch << "\n"
+        << "- outputs: metrics.jsonl, learning_curve.png, last/best.safetensors, summary.json, config.txt\n\n"
+        << "## Epochs\n\n" << epochs_table(log_->lines(), sel_) << "\n";
+    if (!test.empty()) rep << "## Final test (best validation model)\n\n" << test << "\n";
+    ctx_.report(rep.str());
+    return kExitOk;
+  }
+
+  // Loads best.safetensors (verified against the hash taken when it was written) for
+  // the final test; null when no epoch had a finite validation score (the last model).
+  Json load_best_model() {
+    if (ls_.best_epoch <= 0) return nullptr;
+    // The model scored below must be the one summary.json names as best: hash the
+    // file before and after loading it and compare with the hash taken when written.
+    const std::string before = file_xxh3(best_path_);
+    MN_CHECK(ls_.best_hash.empty() || before == ls_.best_hash, "final test: '", best_path_, "' is not the checkpoint "
+             "of the best epoch ", ls_.best_epoch, " (its content hash is ", before, ", the run wrote ", ls_.best_hash,
              "): the file was replaced or its write was interrupted; rerun the study in a new --out-dir");
-    nn::load_checkpoint(best_path, st.model(), nullptr);
-    const std::string after = file_xxh3(best_path);
-    MN_CHECK(after == before, "final test: '", best_path, "' changed while it was being loaded; is another run "
+    nn::load_checkpoint(best_path_, st_.model(), nullptr);
+    const std::string after = file_xxh3(best_path_);
+    MN_CHECK(after == before, "final test: '", best_path_, "' changed while it was being loaded; is another run "
              "writing to this --out-dir?");
     Json b;
     b["file"] = "best.safetensors";
-    b["epoch"] = ls.best_epoch;
+    b["epoch"] = ls_.best_epoch;
     b["xxh3_64"] = before;
-    b["verified"] = !ls.best_hash.empty();  // false only for runs resumed from an older version's checkpoint
-    sum["best_checkpoint"] = b;
-  } else {
-    sum["best_checkpoint"] = nullptr;  // no finite validation score: the final test uses the last model
+    b["verified"] = !ls_.best_hash.empty();  // false only for runs resumed from an older version's checkpoint
+    return b;
   }
-  const std::string test = st.final_test(sum);
-  std::ostringstream rep;
-  rep << "# " << st.name() << ": report\n\n"
-      << "- device: " << device_name(ctx.device()) << "\n"
-      << "- precision: " << precision_json()["conv"].get<std::string>() << " convolutions, "
-      << precision_json()["matmul"].get<std::string>() << " dense layers (distances, miners, losses: fp32)\n"
-      << "- " << epochs << " epochs x " << iters << " steps, " << format_duration(ls.total_train_s) << " of training\n"
-      << "- best validation " << sel << ": " << ls.best << " at epoch " << ls.best_epoch << "\n"
-      << "- outputs: metrics.jsonl, learning_curve.png, last/best.safetensors, summary.json, config.txt\n\n"
-      << "## Epochs\n\n" << epochs_table(log.lines(), sel) << "\n";
-  if (!test.empty()) rep << "## Final test (best validation model)\n\n" << test << "\n";
-  ctx.report(rep.str());
-  return kExitOk;
-}
+
+  Study& st_;
+  Context& ctx_;
+  const Flags& f_;
+  const std::string last_, best_path_;
+  const int64_t epochs_, iters_, items_;
+  const std::string sel_, item_name_;
+  LoopState ls_;
+  MetricsLog* log_ = nullptr;
+  std::unique_ptr<StepRunner> runner_;
+  int64_t log_every_ = 1;
+  std::vector<Series> curves_;
+};
+
+int train_epochs(Study& st, Context& ctx) { return EpochLoop(st, ctx).run(); }
 
 }  // namespace
 

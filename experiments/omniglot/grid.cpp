@@ -17,6 +17,7 @@
 #include "experiments/common/flags.h"
 #include "experiments/common/grid_util.h"
 #include "experiments/common/harness.h"
+#include "data/dataset.h"
 #include "experiments/omniglot/omniglot_study.h"
 #include "runtime/error.h"
 
@@ -253,6 +254,13 @@ int run_grid(int argc, char** argv) {
     if (parse(argc, argv, o) < 0) return kExitOk;
     rows = selected_run_rows(o.rows_re);
     check_dir_usable(o.out, "--out-dir");
+    if (!o.dry_run && !o.report_only) {  // the data found before any cell runs
+      if (!o.data_dir.empty())
+        MN_CHECK(is_directory(o.data_dir), "--data-dir: '", o.data_dir, "' is not a folder; give the folder holding "
+                 "images_background/, images_evaluation/ and all_runs/, or leave it out");
+      else
+        (void)data::find_dataset_dir("omniglot");
+    }
   } catch (const Error& e) {
     std::fprintf(stderr, "omniglot_grid: %s\n", user_message(e).c_str());
     return kExitUsage;
