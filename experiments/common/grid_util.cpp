@@ -37,6 +37,32 @@ Json read_json_file(const std::string& path) {
   return j.is_discarded() ? Json() : j;
 }
 
+ProvenanceRow provenance_row(const Json& summary) {
+  ProvenanceRow r{"not recorded", "not recorded", "not recorded"};
+  if (!summary.is_object() || !summary.contains("provenance") || !summary["provenance"].is_object()) return r;
+  const Json& p = summary["provenance"];
+  std::string c = p.value("commit", std::string("?"));
+  if (c.size() > 10) c = c.substr(0, 10);
+  r.commit = c + (p.value("dirty", false) ? "+dirty" : "");
+  if (p.contains("machine") && p["machine"].is_object()) {
+    const Json& m = p["machine"];
+    r.machine = m.value("cpu", std::string("?")) + ", " + std::to_string(m.value("threads", int64_t(0))) + " threads";
+  }
+  if (p.contains("gpu") && p["gpu"].is_object()) r.machine += ", " + p["gpu"].value("name", std::string("?"));
+  r.command = p.value("command", std::string("?"));
+  return r;
+}
+
+std::string mixed_commits_note(const std::vector<ProvenanceRow>& rows) {
+  std::vector<std::string> commits;
+  for (const auto& r : rows)
+    if (std::find(commits.begin(), commits.end(), r.commit) == commits.end()) commits.push_back(r.commit);
+  if (commits.size() <= 1) return "";
+  std::string s = "**These runs come from " + std::to_string(commits.size()) + " builds:**";
+  for (const auto& c : commits) s += " " + c;
+  return s + ".\n\n";
+}
+
 int run_grid_cell(const std::function<int(int, char**)>& main_fn, std::vector<std::string> args,
                   const std::string& dir, double time_limit, std::chrono::steady_clock::time_point start,
                   size_t k, size_t n) {

@@ -21,6 +21,17 @@ SampleStats sample_stats(const std::vector<double>& values);
 // A JSON file (summary.json), or null when missing or not JSON.
 Json read_json_file(const std::string& path);
 
+// What a run's summary.json says produced it (its "provenance" block, harness.cpp):
+// the commit (10 characters, "+dirty" when built from a changed tree), the machine
+// (CPU model, threads, GPU) and the command. Runs from before the block existed say
+// "not recorded".
+struct ProvenanceRow {
+  std::string commit, machine, command;
+};
+ProvenanceRow provenance_row(const Json& summary);
+// "" when every row has one commit; else a markdown line naming the commits.
+std::string mixed_commits_note(const std::vector<ProvenanceRow>& rows);
+
 // Runs one cell: `main_fn(argc, argv)` with `args` (program name first), adding
 // --time-limit (what `time_limit` seconds since `start` leave; none when 0) and --resume
 // when `dir` holds last.safetensors. Returns the run's exit status, or kExitResumable

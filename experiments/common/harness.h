@@ -222,6 +222,10 @@ class Study {
   // better) that picks best.safetensors.
   virtual Stats validate() { return must_override("validate"); }
   virtual std::string selection_metric() const { return must_override("selection_metric"), ""; }
+  // True for a study that reports its final model (its selection metric only grows with
+  // the epoch, e.g. the epoch's index): the report then says "the last epoch's model"
+  // instead of naming a best validation score.
+  virtual bool keeps_last_epoch() const { return false; }
   // Items (e.g. images) a validation embeds: with the training speed this
   // estimates the first validation's cost for --time-limit.
   virtual int64_t validation_work() const { return 0; }

@@ -513,6 +513,7 @@ class EpochLoop {
     sum["config"] = Json::parse(f_.to_json());
     sum["best_" + sel_] = metric_number(ls_.best);
     sum["best_epoch"] = ls_.best_epoch;
+    sum["model_selection"] = st_.keeps_last_epoch() ? "last epoch" : "best validation " + sel_;
     sum["cuda_graph"] = runner_->status();
     sum["train_seconds"] = metric_number(ls_.total_train_s);
     sum[std::string("train_") + (items_ ? item_name_ : "steps") + "_per_second"] =
@@ -526,12 +527,20 @@ class EpochLoop {
         << precision_json()["matmul"].get<std::string>() << " dense layers (distances, miners, losses: fp32)\n"
         << "- " << epochs_ << " epochs x " << iters_ << " steps, " << format_duration(ls_.total_train_s)
         << " of training\n"
-        << "- best validation " << sel_ << ": " << ls_.best << " at epoch " << ls_.best_epoch << "\n"
+        << model_line()
         << "- outputs: metrics.jsonl, learning_curve.png, last/best.safetensors, summary.json, config.txt\n\n"
         << "## Epochs\n\n" << epochs_table(log_->lines(), sel_) << "\n";
     if (!test.empty()) rep << "## Final test (best validation model)\n\n" << test << "\n";
     ctx_.report(rep.str());
     return kExitOk;
+  }
+
+  std::string model_line() const {
+    if (st_.keeps_last_epoch()) return "- model: the last epoch's (the study reports its final model; no selection on "
+                                       "validation)\n";
+    std::ostringstream o;
+    o << "- best validation " << sel_ << ": " << ls_.best << " at epoch " << ls_.best_epoch << "\n";
+    return o.str();
   }
 
   // Loads best.safetensors (verified against the hash taken when it was written) for

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "experiments/common/grid_util.h"
+#include "experiments/common/reproduction.h"
 #include "experiments/omniglot/grid.h"
 #include "runtime/error.h"
 
@@ -82,13 +83,11 @@ std::vector<double> lake_values(const GridRow& r, const std::vector<Cell>& cells
   return v;
 }
 
-// Reproduction counted both ways: within the paper's value +- max(our sd, tol) is
-// "within", else "above" or "below" (tol: 2 points where we have one seed).
+// Reproduction counted both ways (experiments/common/reproduction.h): within the
+// paper's value +- our sd, or +- 2 points with one seed.
 std::string verdict(double paper, const Stat& ours) {
-  if (paper < 0 || ours.n == 0) return "–";
-  const double tol = std::max(std::isfinite(ours.sd) ? ours.sd : 0.0, 2.0);
-  if (std::abs(ours.mean - paper) <= tol) return "within";
-  return ours.mean > paper ? "above" : "below";
+  const Repro r = compare_with_paper(paper, ours, 2.0);
+  return r == Repro::NotRun || r == Repro::NoPaper ? "–" : repro_name(r);
 }
 
 std::vector<std::string> groups() {
@@ -221,12 +220,6 @@ std::string figure(const std::string& out, int n, const Scale& s, const std::vec
   return ok ? png : "";
 }
 
-std::string short_commit(const Json& p) {
-  std::string c = p.is_object() && p.contains("commit") && p["commit"].is_string() ? p["commit"].get<std::string>() : "?";
-  if (c.size() > 10) c = c.substr(0, 10);
-  return c + (p.is_object() && p.value("dirty", false) ? "+dirty" : "");
-}
-
 std::string tables_markdown(const Scale& s, const std::vector<Cell>& cells, Json& rj) {
   std::ostringstream o;
   for (const std::string& g : groups()) {
@@ -234,6 +227,7 @@ std::string tables_markdown(const Scale& s, const std::vector<Cell>& cells, Json
       << (g == "Table 2" ? "paper eval % | " : "") << "\n|---|---:|---:|---:|---|---:|" << (g == "Table 2" ? "---:|" : "")
       << "\n";
     std::vector<double> paper, ours;
+    ReproCount count;
     for (const GridRow& r : grid_rows()) {
       if (r.group != g) continue;
       const Stat v = stat(row_values(r, s, cells)), l = stat(lake_values(r, cells));
@@ -244,13 +238,15 @@ std::string tables_markdown(const Scale& s, const std::vector<Cell>& cells, Json
       if (g == "Table 2") o << " " << (r.paper_eval >= 0 ? fmt(r.paper_eval) : "–") << " |";
       o << "\n";
       if (r.paper_val >= 0 && v.n) paper.push_back(r.paper_val), ours.push_back(v.mean);
+      count.add(compare_with_paper(r.paper_val, v, 2.0));
       Json jr;
       jr["group"] = g, jr["label"] = r.label, jr["paper_val"] = r.paper_val, jr["ours_val_mean"] = v.mean;
       jr["ours_val_sd"] = v.sd, jr["n"] = v.n, jr["lake_mean"] = l.mean, jr["verdict"] = verdict(r.paper_val, v);
       rj["rows"][r.id] = jr;
     }
     const double tau = kendall_tau(paper, ours);
-    o << "\nKendall's τ of our ranking against the paper's (" << paper.size() << " rows): " << fmt(tau) << "\n\n";
+    o << "\nKendall's τ of our ranking against the paper's (" << paper.size() << " rows): " << fmt(tau)
+      << "; against the paper's values: " << count.line() << "\n\n";
     rj["kendall_tau"][g] = tau;
   }
   return o.str();
@@ -259,31 +255,20 @@ std::string tables_markdown(const Scale& s, const std::vector<Cell>& cells, Json
 std::string cells_markdown(const std::vector<Cell>& cells) {
   std::ostringstream o;
   o << "| cell | best val % (epoch) | Lake % | train s | commit | machine | command |\n|---|---:|---:|---:|---|---|---|\n";
-  std::set<std::string> commits;
+  std::vector<ProvenanceRow> rows;
   for (const Cell& c : cells) {
     if (!finished(c)) {
       o << "| " << c.row->id << "/seed" << c.seed << " | not finished | | | | | |\n";
       continue;
     }
-    const Json& p = c.summary.contains("provenance") ? c.summary["provenance"] : Json();
-    commits.insert(short_commit(p));
-    const std::string machine = p.is_object() && p.contains("machine")
-                                    ? p["machine"].value("cpu", std::string("?")) + ", " +
-                                          std::to_string(p["machine"].value("threads", int64_t(0))) + " threads" +
-                                          (p.contains("gpu") ? ", " + p["gpu"].value("name", std::string("?")) : "")
-                                    : "?";
+    const ProvenanceRow p = provenance_row(c.summary);
+    rows.push_back(p);
     o << "| " << c.row->id << "/seed" << c.seed << " | " << fmt(num(c.summary, {"best_val_one_shot_percent"}))
       << " (" << fmt(num(c.summary, {"best_epoch"}), 0) << ") | " << fmt(num(c.summary, {"lake", "accuracy_percent"}))
-      << " | " << fmt(num(c.summary, {"train_seconds"}), 0) << " | " << short_commit(p) << " | " << machine << " | `"
-      << (p.is_object() ? p.value("command", std::string("?")) : std::string("?")) << "` |\n";
+      << " | " << fmt(num(c.summary, {"train_seconds"}), 0) << " | " << p.commit << " | " << p.machine << " | `"
+      << p.command << "` |\n";
   }
-  std::string head;
-  if (commits.size() > 1) {
-    head = "**The cells come from " + std::to_string(commits.size()) + " builds:**";
-    for (const auto& c : commits) head += " " + c;
-    head += ".\n\n";
-  }
-  return head + o.str();
+  return mixed_commits_note(rows) + o.str();
 }
 
 }  // namespace
@@ -315,8 +300,8 @@ void write_report(const std::string& out, const Scale& s, std::vector<Cell>& cel
      << command << " --report-only` after adding runs. Scale: " << s.description << ".\n\n"
      << "Values are the best one-shot validation accuracy over the run's epochs (320 20-way tasks of the validation "
         "alphabets, as the paper's tables), mean ± sd over seeds; Lake's 400 within-alphabet trials are scored once "
-        "per run with the best-validation model. The verdict counts both ways: within the paper's value ± max(our sd, "
-        "2 points), else above or below. At the CPU scale the paper's absolute numbers are not targets (a smaller net "
+        "per run with the best-validation model. The verdict counts both ways: within the paper's value ± our sd "
+        "(± 2 points with one seed), else above or below. At the CPU scale the paper's absolute numbers are not targets (a smaller net "
         "trained on 4.8 % of its triplets): read the rankings (Kendall's τ) and the claims.\n\n"
      << "Kumar's loss is Kumar et al.'s 1 − d(a,n)/(d(a,p)+m); the paper prints it with d(a,p) and d(a,n) swapped, "
         "which rewards wrongly ordered triplets and cannot give its own 74.38 % (`kernels/losses.h`).\n\n";

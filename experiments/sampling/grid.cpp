@@ -55,6 +55,9 @@ int run_grid(int argc, char** argv) {
     f.add_double("time-limit", 0, "stop resumably before this many seconds (0: none); exit status 3, the same "
                  "command goes on", 0, 1e9);
     f.add_bool("report-only", false, "only (re)write results.md and the figures from the finished cells");
+    f.add_string("later-runs", "", "with --report-only: comma-separated folders of later reruns laid out as the "
+                 "grid (<dataset>/<strategy>/seed<N>/); a cell finished there replaces the grid's (the last folder "
+                 "wins), and results.md says which cells came from where");
     try {
       if (!f.parse(argc, argv)) return kExitOk;
       f.validate_ranges();
@@ -102,6 +105,13 @@ int run_grid(int argc, char** argv) {
           c.seed = seed;
           c.dir = out + "/" + dataset_names()[d] + "/" + strategies()[s].flag + "/seed" + std::to_string(seed);
           cells.push_back(c);
+        }
+    if (f.flag("report-only"))  // later reruns of a cell replace the grid's
+      for (const auto& later : split_list(f.str("later-runs")))
+        for (auto& c : cells) {
+          const std::string rel = "/" + dataset_names()[c.d] + "/" + strategies()[c.s].flag + "/seed" +
+                                  std::to_string(c.seed);
+          if (fs::exists(later + rel + "/summary.json")) c.dir = later + rel;
         }
     std::string command = "sampling_grid";
     for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];

@@ -67,6 +67,7 @@ class SamplingStudy : public Study {
   // The study evaluates its final model (no model selection on the test set):
   // the selection metric is the epoch index, so best.safetensors is the last epoch.
   std::string selection_metric() const override { return "epoch_index"; }
+  bool keeps_last_epoch() const override { return true; }  // the study reports the 20th epoch's model
   int64_t validation_work() const override;
   Stats epoch_extras() const override { return {{"lr", opt_->group(0).lr}}; }
   std::string final_test(Json& out) override;

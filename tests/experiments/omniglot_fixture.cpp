@@ -194,7 +194,9 @@ void expect_same_run(const fs::path& a, const fs::path& b) {
   // (A run without dropout, or with online batches, keeps no state for that stream.)
   for (const char* k : {"epoch", "rng.sample.offset", "rng.loader.offset", "rng.dropout.offset", "best_epoch"}) {
     ASSERT_EQ(fa.metadata.count(k), fb.metadata.count(k)) << k;
-    if (fa.metadata.count(k)) EXPECT_EQ(fa.metadata.at(k), fb.metadata.at(k)) << k;
+    if (fa.metadata.count(k)) {
+      EXPECT_EQ(fa.metadata.at(k), fb.metadata.at(k)) << k;
+    }
   }
   EXPECT_TRUE(fa.metadata.count("epoch"));
   auto la = read_lines((a / "metrics.jsonl").string()), lb = read_lines((b / "metrics.jsonl").string());
