@@ -2,7 +2,9 @@
 #include "experiments/lmnn_mining/experiment.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <map>
 
@@ -42,6 +44,21 @@ double knn_accuracy(const Mat& train, const std::vector<int32_t>& ytrain, const 
   return 100.0 * static_cast<double>(correct) / static_cast<double>(B.rows);
 }
 
+bool metric_differs_from_identity(const Mat& L) {
+  const Mat M = matmul(L, L, false, true);
+  const int64_t d = M.rows;
+  double tr = 0;
+  for (int64_t j = 0; j < d; ++j) tr += M(j, j);
+  if (!(tr > 0)) return true;  // M = 0 (or not finite) is no multiple of I worth the name
+  double dev = 0;
+  for (int64_t a = 0; a < d; ++a)
+    for (int64_t b = 0; b < d; ++b) {
+      const double e = M(a, b) * static_cast<double>(d) / tr - (a == b ? 1.0 : 0.0);
+      dev += e * e;
+    }
+  return std::sqrt(dev) > 1e-9 * std::sqrt(static_cast<double>(d));
+}
+
 namespace {
 double thread_cpu_seconds() {
   timespec ts{};
@@ -60,55 +77,116 @@ TrainedMetric train_metric(const StudySplit& split, const TrainSettings& s, int6
   SolverOptions so = s.solver;
   so.c = c;
   TrainedMetric out;
+  FitStats& fs = out.stats;
   if (s.hierarchical) {
     HierResult h = hierarchical_fit(split.train, split.ytrain, mp, so, s.hier, g);
     out.L = std::move(h.L);
-    out.levels = static_cast<int64_t>(h.levels.size());
+    fs.levels = static_cast<int64_t>(h.levels.size());
     for (const LevelStats& lv : h.levels) {
-      out.triplets += lv.triplets;
-      out.iterations += lv.iterations;
+      fs.triplets += lv.triplets;
+      fs.iterations += lv.iterations;
+      fs.levels_with_triplets += lv.triplets > 0;
     }
+    fs.level = std::move(h.levels);
   } else {
     const Mined m = mine(split.train, split.ytrain, mp, g);
     SolveResult r = solve_lmnn(split.train, m, so);
     out.L = std::move(r.L);
-    out.triplets = r.triplets;
-    out.iterations = r.iterations;
+    fs.triplets = r.triplets;
+    fs.iterations = r.iterations;
   }
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   out.cpu_seconds = thread_cpu_seconds() - c0;
+  fs.metric_changed = metric_differs_from_identity(out.L);
   return out;
+}
+
+namespace {
+
+struct GridFit {
+  size_t split = 0;
+  int64_t k = 0;
+  double c = 0;
+  TrainedMetric m;
+  double val = 0;
+};
+
+// Fits every job over the pool. The fits' costs differ by two orders of
+// magnitude (k = 10 hierarchical k-BA against k = 1 k-BH), so each worker pulls
+// the next job from a shared counter (parallel_for's fixed chunks left a core
+// idle behind one heavy chunk), and the jobs run largest k first so the tail is
+// short. Each fit's random stream depends on (seed, k) only: the same models
+// whatever the thread count or order.
+void fit_jobs(std::vector<GridFit>& jobs, const std::vector<StudySplit>& splits,
+              const std::vector<uint64_t>& seeds, const TrainSettings& s) {
+  std::vector<size_t> order(jobs.size());
+  for (size_t j = 0; j < order.size(); ++j) order[j] = j;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return jobs[a].k > jobs[b].k; });
+  std::atomic<size_t> next{0};
+  parallel_for(0, num_threads(), 1, [&](int64_t, int64_t) {
+    for (size_t q; (q = next.fetch_add(1)) < order.size();) {
+      GridFit& j = jobs[order[q]];
+      const StudySplit& sp = splits[j.split];
+      j.m = train_metric(sp, s, j.k, j.c, seeds[j.split]);
+      j.val = knn_accuracy(sp.train, sp.ytrain, sp.val, sp.yval, j.m.L, j.k);
+    }
+  });
+}
+
+// The best validation accuracy among one split's jobs (ties: the earlier grid
+// point, k then c), scored on that split's test set.
+CellRun choose(const std::vector<GridFit>& jobs, size_t split, const StudySplit& sp) {
+  const GridFit* best = nullptr;
+  double grid = 0;
+  for (const GridFit& j : jobs) {
+    if (j.split != split) continue;
+    grid += j.m.seconds;
+    if (!best || j.val > best->val) best = &j;
+  }
+  MN_CHECK(best != nullptr, "lmnn: no fit for split ", split);
+  CellRun r;
+  r.k = best->k;
+  r.c = best->c;
+  r.val_accuracy = best->val;
+  r.test_accuracy = knn_accuracy(sp.train, sp.ytrain, sp.test, sp.ytest, best->m.L, r.k);
+  r.train_seconds = best->m.seconds;
+  r.train_cpu_seconds = best->m.cpu_seconds;
+  r.stats = best->m.stats;
+  r.L = best->m.L;
+  r.select_seconds = grid;
+  return r;
+}
+
+}  // namespace
+
+std::vector<CellRun> run_seeds(const std::vector<StudySplit>& splits,
+                               const std::vector<uint64_t>& seeds, const TrainSettings& s,
+                               const std::vector<int64_t>& ks, const std::vector<double>& cs,
+                               bool select_each) {
+  MN_CHECK(!ks.empty() && !cs.empty(), "lmnn: the k and c grids must not be empty");
+  MN_CHECK(splits.size() == seeds.size() && !splits.empty(), "lmnn: ", splits.size(),
+           " splits for ", seeds.size(), " seeds");
+  std::vector<GridFit> jobs;
+  for (size_t sp = 0; sp < (select_each ? splits.size() : 1); ++sp)
+    for (int64_t k : ks)
+      for (double c : cs) jobs.push_back({sp, k, c, {}, 0.0});
+  fit_jobs(jobs, splits, seeds, s);
+  std::vector<CellRun> runs;
+  for (size_t sp = 0; sp < (select_each ? splits.size() : 1); ++sp)
+    runs.push_back(choose(jobs, sp, splits[sp]));
+  if (!select_each && splits.size() > 1) {  // the first seed's k and c, refitted once per seed
+    std::vector<GridFit> refits;
+    for (size_t sp = 1; sp < splits.size(); ++sp) refits.push_back({sp, runs[0].k, runs[0].c, {}, 0.0});
+    fit_jobs(refits, splits, seeds, s);
+    for (size_t sp = 1; sp < splits.size(); ++sp) runs.push_back(choose(refits, sp, splits[sp]));
+  }
+  return runs;
 }
 
 CellRun run_cell(const StudySplit& split, const TrainSettings& s, const std::vector<int64_t>& ks,
                  const std::vector<double>& cs, uint64_t seed) {
-  MN_CHECK(!ks.empty() && !cs.empty(), "lmnn: the k and c grids must not be empty");
-  const auto t0 = std::chrono::steady_clock::now();
-  const int64_t n = static_cast<int64_t>(ks.size() * cs.size());
-  std::vector<TrainedMetric> fits(static_cast<size_t>(n));
-  std::vector<double> val(static_cast<size_t>(n));
-  parallel_for(0, n, 1, [&](int64_t b, int64_t e) {
-    for (int64_t q = b; q < e; ++q) {
-      const int64_t k = ks[q / cs.size()];
-      fits[q] = train_metric(split, s, k, cs[q % cs.size()], seed);
-      val[q] = knn_accuracy(split.train, split.ytrain, split.val, split.yval, fits[q].L, k);
-    }
-  });
-  const int64_t best = std::max_element(val.begin(), val.end()) - val.begin();
-  CellRun r;
-  r.k = ks[best / cs.size()];
-  r.c = cs[best % cs.size()];
-  r.val_accuracy = val[best];
-  const TrainedMetric& f = fits[best];
-  r.test_accuracy = knn_accuracy(split.train, split.ytrain, split.test, split.ytest, f.L, r.k);
-  r.train_seconds = f.seconds;
-  r.train_cpu_seconds = f.cpu_seconds;
-  r.triplets = f.triplets;
-  r.iterations = f.iterations;
-  r.levels = f.levels;
-  r.L = f.L;
-  r.select_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return r;
+  return run_seeds({split}, {seed}, s, ks, cs, true).at(0);
 }
 
 }  // namespace mn::lmnn

@@ -26,11 +26,27 @@ struct TrainSettings {
   HierOptions hier;
 };
 
+// Whether the metric M = L L^T is other than a multiple of the identity (k-NN
+// is scale-free, so c I is still the Euclidean metric): |M / (tr M / d) - I|_F
+// above 1e-9 sqrt(d), far above the rounding of a composed identity (~1e-15)
+// and far below any level that learned something.
+bool metric_differs_from_identity(const Mat& L);
+
+// What one fit did, for the report: every cell says whether it learned anything.
+struct FitStats {
+  int64_t triplets = 0;              // mined (summed over levels when hierarchical)
+  int64_t iterations = 0;            // solver steps (summed over levels)
+  int64_t levels = 0;                // hierarchical: T
+  int64_t levels_with_triplets = 0;  // hierarchical: levels whose spheres gave a triplet
+  bool metric_changed = false;       // metric_differs_from_identity(L)
+  std::vector<LevelStats> level;     // hierarchical: per level (sigma, r, triplets, ...)
+};
+
 struct TrainedMetric {
   Mat L;              // (d, d) project with X L
   double seconds = 0;      // training wall time: mining + solve (+ levels)
   double cpu_seconds = 0;  // CPU time of the fitting thread (the machine is shared)
-  int64_t triplets = 0, iterations = 0, levels = 0;
+  FitStats stats;
 };
 // Trains on split.train with k and c; `seed` drives k-NS and the spheres.
 TrainedMetric train_metric(const StudySplit& split, const TrainSettings& s, int64_t k, double c,
@@ -42,13 +58,22 @@ struct CellRun {
   double val_accuracy = 0, test_accuracy = 0;
   double train_seconds = 0;   // the chosen model's training wall time
   double train_cpu_seconds = 0;  // ... and its CPU time
-  double select_seconds = 0;  // the whole grid (all k x c fits)
-  int64_t triplets = 0, iterations = 0, levels = 0;
+  double select_seconds = 0;  // the seed's grid: its fits' wall times summed (with
+                              // --select first, a refitted seed's one fit)
+  FitStats stats;             // the chosen model's
   Mat L;                      // the chosen model's transform (for the ghost faces)
 };
-// Fits every (k, c) of the grid (in parallel over the library's thread pool),
-// chooses the best validation accuracy (ties: the earlier grid point, k then c)
-// and reports that model's test accuracy.
+// One cell over seeds (splits[i] drawn with seeds[i]): with select_each every
+// split fits the whole (k, c) grid and keeps its best validation accuracy
+// (ties: the earlier grid point, k then c); otherwise only the first split
+// does, and the others are refitted once with its k and c. Every fit of the
+// cell shares the library's thread pool; each run reports its model's test
+// accuracy.
+std::vector<CellRun> run_seeds(const std::vector<StudySplit>& splits,
+                               const std::vector<uint64_t>& seeds, const TrainSettings& s,
+                               const std::vector<int64_t>& ks, const std::vector<double>& cs,
+                               bool select_each);
+// run_seeds for one split.
 CellRun run_cell(const StudySplit& split, const TrainSettings& s, const std::vector<int64_t>& ks,
                  const std::vector<double>& cs, uint64_t seed);
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "experiments/common/json.h"
 #include "experiments/lmnn_mining/experiment.h"
 #include "experiments/lmnn_mining/miners.h"
 
@@ -29,15 +30,46 @@ struct CellResult {
 struct Summary {
   double acc_first = 0, acc_mean = 0, acc_sd = 0;  // % (first seed, mean, sample sd)
   double train_mean = 0, train_cpu_mean = 0, select_mean = 0;  // s
+  // What the chosen models did, mean over seeds (levels: hierarchical only).
+  double triplets_mean = 0, iterations_mean = 0, levels_with_triplets_mean = 0;
+  int64_t levels = 0;                  // T of the first seed (the same for all)
+  int64_t seeds_without_triplets = 0;  // seeds whose chosen model mined no triplet
+  int64_t seeds_metric_changed = 0;    // seeds whose metric is not a multiple of I
 };
 Summary summarise(const CellResult& c);
-// The paper's value lies within our mean ± sd, or below it.
-bool matches_or_beats(const CellResult& c);
+
+// Our cell against the paper's single number, both ways. The paper prints two
+// decimals, so its value is known to +-0.005: that rounding is the tolerance.
+//   Reproduced  |paper - mean| <= sd + tol
+//   PaperAbove  paper > mean + sd + tol   (ours lower)
+//   PaperBelow  paper < mean - sd - tol   (ours higher)
+//   NoPaper     the paper has no number (a dash): not counted
+//   NoTriplets  a seed's chosen model mined no triplet: flagged, not scored
+//               (it is plain Euclidean k-NN, not the method)
+enum class Verdict { Reproduced, PaperAbove, PaperBelow, NoPaper, NoTriplets };
+constexpr double kPaperRoundingTol = 0.005;
+Verdict compare_to_paper(double paper, double mean, double sd, double tol = kPaperRoundingTol);
+Verdict verdict(const CellResult& c);
+std::string verdict_name(Verdict v);  // "reproduced", "paper above", ...
+
+struct VerdictCounts {
+  int64_t reproduced = 0, paper_above = 0, paper_below = 0, no_paper = 0, no_triplets = 0;
+};
+// Counts over the cells of one data set and approach ("" / any: every cell).
+VerdictCounts count_verdicts(const std::vector<CellResult>& cells, const std::string& dataset = "",
+                             int hierarchical = -1);
 
 struct RunInfo {
-  std::string command, machine, load, started, config_json;
+  std::string command, machine, cpu_model, commit, load, started, config_json;
   double wall_seconds = 0;
 };
+// Per level of a hierarchical fit (arrays of sigma, sigma_after, r, n_s, p,
+// inside, sampled, triplets, iterations), and one seed's run, for the JSON outputs.
+exp::Json levels_json(const FitStats& f);
+exp::Json run_json(uint64_t seed, const CellRun& r);
+// One cell's summary (the numbers of results.md, the verdict, the first seed's
+// levels): results.json's cell without its runs, and the cell's metrics.jsonl line.
+exp::Json cell_json(const CellResult& c);
 std::string results_markdown(const std::vector<CellResult>& cells, const RunInfo& info);
 std::string results_json(const std::vector<CellResult>& cells, const RunInfo& info);
 

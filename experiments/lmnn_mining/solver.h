@@ -8,8 +8,9 @@
 // products of difference vectors over the distinct pairs p = (a, b) in play,
 // G = sum_p w_p v_p v_p^T, v_p = x_a - x_b, with w_p += 1 per pull pair and,
 // per active triplet, w_ij += c, w_il -= c. Rather than one outer product per
-// triplet (d^2 each), G = X^T Y with Y = Lap(w) X accumulated row-wise
-// (Y_a += w v_p, Y_b -= w v_p: d per term), then one (d x m x d) GEMM. The
+// triplet (d^2 each), the weights are summed per pair (1 per term), then
+// G = X^T Y with Y = Lap(w) X accumulated row-wise (Y_a += w_p v_p,
+// Y_b -= w_p v_p: d per touched pair), then one (d x m x d) GEMM. The
 // distances come from Z = X L (M = L L^T from the projection's eigenpairs, one
 // (m x d x d) GEMM), then |z_a - z_b|^2 for the pairs an evaluation touches.
 //
@@ -80,6 +81,8 @@ class LmnnProblem {
   mutable std::vector<uint32_t> stamp_;
   mutable std::vector<double> dist_;
   mutable uint32_t generation_ = 0;
+  mutable std::vector<double> pair_w_;   // (P) gradient weight per pair, zero between calls
+  mutable std::vector<int32_t> touched_;  // pairs with a weight in this call
   template <typename DistFn>
   double evaluate(DistFn&& compute, const std::vector<int32_t>* subset, Mat* grad,
                   std::vector<int32_t>* active) const;

@@ -7,7 +7,7 @@
 //     round-off there);
 //   * the solver lowers the objective, keeps M PSD, and learns to ignore a
 //     noise feature;
-//   * Algorithm 1's radii / sphere counts / portions sequence, by hand;
+//   * a hierarchical fit (Algorithm 1) learns (its schedule: test_lmnn_hierarchical.cpp);
 //   * k-NN votes and ties on a hand-built set; split sizes and seeding.
 #include <gtest/gtest.h>
 
@@ -150,36 +150,17 @@ TEST(LmnnSolver, NoTermsLeavesTheIdentity) {
   EXPECT_EQ(r.M.a, Mat::identity(3).a);
 }
 
-TEST(LmnnHierarchical, ScheduleRadiiCountsPortions) {
-  HierOptions h;
-  // n = 105 (Iris): floor(1.05) = 1 -> clipped to 10; 10 -> 8 -> 7 -> 6 -> 5 -> 4 -> 4 ...
-  const std::vector<LevelPlan> a = hierarchical_schedule(105, h);
-  ASSERT_EQ(a.size(), 17u) << "p: 1, 0.95, ..., 0.2 is 17 levels";
-  const std::vector<int64_t> ns = {10, 8, 7, 6, 5, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4};
-  for (size_t t = 0; t < a.size(); ++t) {
-    EXPECT_NEAR(a[t].r_sigma, 0.1 + 0.3 * t, 1e-12) << t;
-    EXPECT_EQ(a[t].n_s, ns[t]) << t;
-    EXPECT_NEAR(a[t].p, 1.0 - 0.05 * t, 1e-9) << t;
-  }
-  // n = 2500: floor(25) clipped to 20; 20 -> 16 -> 13 -> 11 -> 9 -> 8 -> 7 -> 6 -> 5 -> 4 -> 4.
-  const std::vector<LevelPlan> b = hierarchical_schedule(2500, h);
-  const std::vector<int64_t> nb = {20, 16, 13, 11, 9, 8, 7, 6, 5, 4, 4};
-  for (size_t t = 0; t < nb.size(); ++t) EXPECT_EQ(b[t].n_s, nb[t]) << t;
-  // n = 1500: floor(15) stays 15.
-  EXPECT_EQ(hierarchical_schedule(1500, h)[0].n_s, 15);
-  h.max_levels = 3;
-  EXPECT_EQ(hierarchical_schedule(105, h).size(), 3u);
-}
-
 TEST(LmnnHierarchical, FitLearnsAUsefulComposedTransform) {
   Mat X;
   std::vector<int32_t> y;
   noisy_two_class(X, y, 80, 21);
   Generator g(3);
   SolverOptions o;
-  const HierResult r = hierarchical_fit(X, y, {Mining::BH, 3, 1.4}, o, HierOptions{}, g);
+  HierOptions h;
+  h.levels = 10;
+  const HierResult r = hierarchical_fit(X, y, {Mining::BH, 3, 1.4}, o, h, g);
   ASSERT_EQ(r.L.rows, 2);
-  EXPECT_GE(r.levels.size(), 2u);
+  EXPECT_EQ(r.levels.size(), 10u);
   int64_t trip = 0;
   for (const auto& lv : r.levels) trip += lv.triplets;
   EXPECT_GT(trip, 0);
