@@ -6,6 +6,7 @@
 // ghost-faces figure (Fig. 2), and the study's flags with the protocol as the
 // embedded defaults. One command runs all 3 data sets x 7 minings x
 // {non-hierarchical, hierarchical} with 10 seeds.
+#include "experiments/common/build_info.h"
 #include "experiments/lmnn_mining/study.h"
 
 #include <chrono>
@@ -180,15 +181,9 @@ RunInfo run_info(const Flags& f) {
   info.started = now_utc();
   info.machine = shell("lscpu | head -20");
   info.cpu_model = line(shell("lscpu | sed -n 's/^Model name: *//p'"));
-  // The commit of the checkout this file was compiled from (its folder, from
-  // __FILE__: absolute in CMake builds), marked when tracked files differ from it.
-  std::string src = __FILE__;
-  src = src.substr(0, src.find_last_of('/') + 1);
-  const std::string git = "git -C '" + (src.empty() ? std::string(".") : src) + "' ";
-  info.commit = line(shell((git + "rev-parse --short=12 HEAD 2>/dev/null").c_str()));
-  if (info.commit.empty()) info.commit = "unknown (no git checkout at " + src + ")";
-  else if (!line(shell((git + "status --porcelain --untracked-files=no 2>/dev/null").c_str())).empty())
-    info.commit += " (with uncommitted changes)";
+  // The commit the binary was built from (baked in at build time: experiments/common/build_info.h).
+  const mn::exp::BuildInfo& b = mn::exp::build_info();
+  info.commit = std::string(b.commit).substr(0, 12) + (b.dirty ? " (with uncommitted changes)" : "");
   info.load = line(shell("cat /proc/loadavg"));
   info.config_json = f.to_json();
   return info;
