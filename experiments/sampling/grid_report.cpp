@@ -317,7 +317,15 @@ void write_report(const std::string& out, std::vector<Cell>& cells, const std::v
       for (int m = 0; m < 6; ++m) r << " " << fmt(agg(group(d, s), std::string("sampling.") + kMean[m]), m == 5 ? 3 : 2) << " |";
       r << "\n";
     }
-    r << "\n";
+    // What training added: the same metrics on the untrained net, over every
+    // run of the data set that recorded them ("–": runs before the untrained
+    // k-NN and AUROC were recorded).
+    std::vector<const Cell*> every;
+    for (int s = 0; s < 7; ++s)
+      for (const Cell* c : group(d, s)) every.push_back(c);
+    r << "| *the untrained net (runs of all strategies)* |";
+    for (int m = 0; m < 6; ++m) r << " " << fmt(agg(every, std::string("sampling.untrained.") + kMean[m]), m == 5 ? 3 : 2) << " |";
+    r << "\n\n";
   }
 
   // ---- the offline-pair artefact ----

@@ -108,10 +108,18 @@ Stats SamplingStudy::untrained_metrics() {
   HostEmb e = embed_all(data_->test10);
   std::vector<int64_t> all(static_cast<size_t>(e.n));
   for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+  // Every metric of the final test that can fail, so the report shows what
+  // training added (the k-NN gallery is the untrained net's training embeddings).
+  HostEmb etr = embed_all(data_->train);
+  const KnnResult knn = knn_accuracy(etr, data_->train.y, e, data_->test10.y, data_->test9);
   Stats s{{"study_acc_test10", 100 * study_test_accuracy(e, all, true)},
           {"study_acc_test9", 100 * study_test_accuracy(e, data_->test9, false)},
           {"couple_acc_test10", 100 * triplet_accuracy(e, couple10_)},
-          {"recall1_test10", 100 * recall_at_1(e, data_->test10.y)}};
+          {"couple_acc_test9", 100 * triplet_accuracy(e, couple9_)},
+          {"knn1_acc_test9", 100 * knn.acc1},
+          {"knn5_acc_test9", 100 * knn.acc5},
+          {"recall1_test10", 100 * recall_at_1(e, data_->test10.y)},
+          {"unseen_auroc", unseen_auroc(etr, data_->train.y, e, data_->test10.y, data_->unseen)}};
   scatter_png(e, out_dir_ + "/embedding_before.png", plot_title() + ": test set before training");
   return s;
 }

@@ -305,8 +305,14 @@ std::vector<std::string> small(const std::string& out, const std::string& strate
 
 double summary_number(const std::string& dir, const std::string& key) {
   mn::exp::Json j = mn::exp::Json::parse(read_text(dir + "/summary.json"));
-  const auto& s = j["sampling"];
-  return s.contains(key) && s[key].is_number() ? s[key].get<double>() : NAN;
+  const mn::exp::Json* s = &j["sampling"];
+  std::string rest = key;  // "untrained.knn1_acc_test9" walks into the untrained block
+  for (size_t dot; (dot = rest.find('.')) != std::string::npos; rest = rest.substr(dot + 1)) {
+    const std::string part = rest.substr(0, dot);
+    if (!s->contains(part)) return NAN;
+    s = &(*s)[part];
+  }
+  return s->contains(rest) && (*s)[rest].is_number() ? (*s)[rest].get<double>() : NAN;
 }
 
 // Two runs ended with the same weights, optimizer state and per-epoch metrics
@@ -344,6 +350,13 @@ TEST(SamplingStudy, TwoEpochSmokeRunsOnlineAndOffline) {
       EXPECT_GE(v, 0) << k;
     }
     EXPECT_EQ(summary_number(out.str(), "train_images"), 180);  // 200 minus class 0
+    // The untrained net's value of every metric that can fail, beside the
+    // trained one, so the report shows what training added.
+    for (const char* k : {"couple_acc_test10", "couple_acc_test9", "knn1_acc_test9", "knn5_acc_test9",
+                          "recall1_test10", "unseen_auroc"}) {
+      const double v = summary_number(out.str(), std::string("untrained.") + k);
+      EXPECT_TRUE(std::isfinite(v)) << "untrained." << k << "\n" << read_text(out / "summary.json");
+    }
     // Squares at ten distinct places: two epochs separate the classes well above chance (11 %).
     EXPECT_GT(summary_number(out.str(), "knn1_acc_test9"), 60) << read_text(out / "report.md");
     EXPECT_EQ(summary_number(out.str(), "tuples_per_batch"),
