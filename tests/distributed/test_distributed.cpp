@@ -332,6 +332,73 @@ TEST(Mpi, EqualityCheckCatchesARankThatStepsAlone) {
   EXPECT_GT(worst_ratio(*ref, *local, 1e-13, 1e-12), 1.0);
 }
 
+// ------------------------------------------------------------------- NCCL ---
+#define MN_SKIP_IF_NO_NCCL()                                                                        \
+  do {                                                                                              \
+    MN_SKIP_IF_NO_CUDA();                                                                           \
+    if (!mn::nccl_compiled()) GTEST_SKIP() << "built without NCCL: NCCL test skipped";              \
+  } while (0)
+
+// One rank on one GPU: the NCCL collectives of a world of one, and DataParallel over
+// them giving exactly plain backward's gradients (the average over one rank is x 1).
+TEST(Nccl, OneRankOnOneGpu) {
+  MN_SKIP_IF_NO_NCCL();
+  auto single = mn::make_single_comm();
+  auto c = mn::make_nccl_comm(*single, 0);
+  const mn::Device gpu = mn::Device::cuda(0);
+  EXPECT_EQ(c->backend(), "nccl");
+  Tensor x = Tensor::from_vector<float>({1, 2, 3}, {3}, gpu);
+  c->all_reduce(x, ReduceOp::Sum);
+  auto req = c->all_reduce_async(x, ReduceOp::Max);
+  req->wait();
+  EXPECT_EQ(x.to_vector<float>(), (std::vector<float>{1, 2, 3}));
+  Tensor out = Tensor::zeros({3}, DType::F32, gpu);
+  c->all_gather(x, out);
+  EXPECT_EQ(out.to_vector<float>(), (std::vector<float>{1, 2, 3}));
+  Tensor host = Tensor::zeros({3});
+  EXPECT_THROW(c->all_reduce(host, ReduceOp::Sum), mn::Error);  // names the device mismatch
+
+  auto plain = triplet_mlp(DType::F32), dp_net = triplet_mlp(DType::F32);
+  plain->to(gpu);
+  dp_net->to(gpu);
+  mn::nn::DataParallel dp(*dp_net, *c);
+  Batch b = make_batch(4, 4, 8, DType::F32, 3);
+  auto obj = mn::nn::Objective::from_names("margin-l2", "batch-hard");
+  Tensor xg = b.x.to(gpu), lg = b.labels.to(gpu);
+  obj(plain->embed_candidate(Variable(xg)), lg).loss.backward();
+  dp.backward(obj(dp_net->embed_candidate(Variable(xg)), lg).loss);
+  auto pa = plain->parameters(), pb = dp_net->parameters();
+  for (size_t i = 0; i < pa.size(); ++i)
+    EXPECT_EQ(pa[i].grad().to_double_vector(), pb[i].grad().to_double_vector()) << "parameter " << i;
+}
+
+// Two ranks, one GPU each (mpirun -np 2 on a machine with 2 GPUs: ctest's
+// distributed.nccl_2ranks): the collectives on device tensors.
+TEST(Nccl, TwoRanksTwoGpus) {
+  MN_SKIP_IF_NO_NCCL();
+  if (mn::world().size() != 2 || mn::cuda_device_count() < 2)
+    GTEST_SKIP() << "needs 2 GPUs and mpirun -np 2 (this machine has " << mn::cuda_device_count()
+                 << " GPU(s), this world " << mn::world().size() << " rank(s))";
+  Communicator& w = mn::world();
+  const int r = w.rank();
+  auto c = mn::make_nccl_comm(w, mn::launch_info_from_env().local_rank % mn::cuda_device_count());
+  const mn::Device gpu = c->device();
+  Tensor s = Tensor::from_vector<double>({1.0 + r, 10.0 * r}, {2}, gpu);
+  c->all_reduce(s, ReduceOp::Sum);
+  EXPECT_EQ(s.to_vector<double>(), (std::vector<double>{3, 10}));
+  Tensor in = Tensor::from_vector<float>({float(r), float(r) + 0.5f}, {1, 2}, gpu);
+  Tensor all = Tensor::zeros({2, 2}, DType::F32, gpu);
+  c->all_gather(in, all);
+  EXPECT_EQ(all.to_vector<float>(), (std::vector<float>{0, 0.5f, 1, 1.5f}));
+  Tensor rs_in = Tensor::from_vector<float>({1.f + r, 2.f, 3.f, 4.f * r}, {4}, gpu);
+  Tensor rs_out = Tensor::zeros({2}, DType::F32, gpu);
+  c->reduce_scatter(rs_in, rs_out);
+  EXPECT_EQ(rs_out.to_vector<float>(), r == 0 ? (std::vector<float>{3, 4}) : (std::vector<float>{6, 4}));
+  Tensor b = Tensor::full({3}, 7.0 + r, DType::F32, gpu);
+  c->broadcast(b, 1);
+  EXPECT_EQ(b.to_vector<float>(), (std::vector<float>{8, 8, 8}));
+}
+
 // A killed rank ends every rank within seconds (never a hang): run by ctest as
 // distributed.killed_rank_ends_all (MN_TEST_KILL_RANK=1), which times it.
 TEST(MpiFailure, KilledRankEndsEveryRank) {
