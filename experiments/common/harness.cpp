@@ -422,6 +422,7 @@ int run_study(std::unique_ptr<Study> study, int argc, char** argv) {
         const std::string ckpt = f.str("out-dir") + "/last.safetensors";
         check_resume_checkpoint(f.str("out-dir"), ckpt);
         apply_resume_contract(f, st, ckpt);
+        check_resume_world_size(nn::read_safetensors_metadata(ckpt), ckpt);  // before any data is loaded
       }
       if (evaluating) apply_evaluate_checkpoint(f, st, f.str("evaluate"));
     } catch (const UsageError&) {

@@ -186,14 +186,7 @@ void put_progress(nn::Metadata& md, const LoopState& ls, int64_t epochs_done, in
 LoopState load_progress(Study& st, const Flags& f, const std::string& file, int64_t iters) {
   check_architecture_matches(st, f, file, "--resume");
   nn::Metadata md = nn::load_checkpoint(file, st.model(), st.optimizer());
-  // The ranks' shards of each batch and the averaged gradients depend on the world's
-  // size: a run continues with the size it started with.
-  const int64_t saved_world = md.count("world_size") ? md_int(md, "world_size", file, 1, 1 << 20) : 1;
-  MN_CHECK(saved_world == world().size(), "--resume: '", file, "' was written by a run over ", saved_world,
-           saved_world == 1 ? " process" : " ranks", " but this run has ", world().size(), ": resume it with ",
-           saved_world == 1 ? std::string("a single process (no mpirun)")
-                            : "mpirun -np " + std::to_string(saved_world),
-           " (changing the number of ranks mid-run is not supported), or start a new run in another --out-dir");
+  check_resume_world_size(md, file);
   LoopState ls;
   ls.start_epoch = md_int(md, "epoch", file, 0, 1000000);
   ls.start_iter = md_int(md, "iter", file, 0, 1LL << 40);
@@ -679,6 +672,17 @@ void check_architecture_matches(Study& st, const Flags& f, const std::string& fi
                "build the model and win over the file, so these weights are ignored; %s\n", flag, file.c_str(),
                static_cast<long long>(n_unused), n_unused == 1 ? "" : "s", unused.c_str(), n_unused > 4 ? ", ..." : "",
                why.c_str());
+}
+
+// The ranks' shards of each batch and the averaged gradients depend on the world's
+// size: a run continues with the size it started with.
+void check_resume_world_size(const nn::Metadata& md, const std::string& file) {
+  const int64_t saved = md.count("world_size") ? md_int(md, "world_size", file, 1, 1 << 20) : 1;
+  const int now = world_size_from_env();
+  MN_CHECK(saved == now, "--resume: '", file, "' was written by a run over ", saved,
+           saved == 1 ? " process" : " ranks", " but this run has ", now, ": resume it with ",
+           saved == 1 ? std::string("a single process (no mpirun)") : "mpirun -np " + std::to_string(saved),
+           " (changing the number of ranks mid-run is not supported), or start a new run in another --out-dir");
 }
 
 void check_resume_checkpoint(const std::string& out_dir, const std::string& ckpt) {
