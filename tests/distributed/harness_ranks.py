@@ -3,13 +3,19 @@
 
   harness_ranks.py kill   MPIRUN BIN OUT   a rank killed mid-run ends every rank within 30 s
   harness_ranks.py resume MPIRUN BIN OUT   --resume with another world size is refused, naming both
+  harness_ranks.py equal  MPIRUN BIN OUT   5 steps of the main binary (cpu-demo without batch-norm, SGD):
+                                           2 ranks with the global miner == 1 process, to float rounding;
+                                           --mine-locally (another objective) differs
 
 MPIRUN is the launcher with its flags, ';'-separated (CMake's list). The runs use the
 Omniglot data where the study looks for it ($MN_DATA_DIR, ...); without it the test
 skips (exit 77) with a message.
 """
+import array
+import json
 import os
 import shutil
+import struct
 import signal
 import subprocess
 import sys
@@ -91,12 +97,62 @@ def resume_test(mpirun, binary, out):
         sys.exit(f"the 2-rank --resume should continue and stop resumably again (status 3), got {again.returncode}")
 
 
+def weights(path):
+    """The float tensors of a safetensors file, name -> array."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for k, v in header.items():
+        if k == "__metadata__" or v["dtype"] not in ("F32", "F64"):
+            continue
+        a, b = v["data_offsets"]
+        arr = array.array("f" if v["dtype"] == "F32" else "d")
+        arr.frombytes(data[a:b])
+        out[k] = arr
+    return out
+
+
+def worst_ratio(ref, got, atol, rtol):
+    """max |ref - got| / (atol + rtol |ref|) over the model's tensors (<= 1: equal within the tolerance)."""
+    a, b = weights(ref), weights(got)
+    return max(abs(x - y) / (atol + rtol * abs(x)) for k in a if k.startswith("branch.") for x, y in zip(a[k], b[k]))
+
+
+def equal_test(mpirun, binary, out):
+    # No batch-norm (its statistics are per rank) and SGD (Adam's first steps turn a gradient
+    # that cancels to rounding noise into a full step of either sign); --stop-after 5 of 6
+    # steps: a resumable stop saves last.safetensors before any validation or test.
+    args = ["--preset", "cpu-demo", "--no-conv4-bn", "--optimizer", "sgd", "--lr", "0.01", "--epochs", "1",
+            "--iters", "6", "--stop-after", "5"]
+    env = dict(os.environ, MN_NUM_THREADS="1")
+    runs = {"one": [binary] + args, "two": mpirun + [binary] + args,
+            "two_local": mpirun + [binary] + args + ["--mine-locally"]}
+    for name, cmd in runs.items():
+        shutil.rmtree(os.path.join(out, name), ignore_errors=True)
+        r = subprocess.run(cmd + ["--out-dir", os.path.join(out, name)], capture_output=True, text=True, env=env,
+                           timeout=300)
+        if r.returncode != 3:
+            sys.exit(f"{name}: expected a resumable stop (status 3), got {r.returncode}:\n{r.stderr[-2000:]}")
+    last = lambda name: os.path.join(out, name, "last.safetensors")
+    # float32, 5 steps: the two ranks' gradients are two half sums added instead of one sum
+    # (measured worst 0.005 of this tolerance on 2026-11-28).
+    same = worst_ratio(last("one"), last("two"), 1e-6, 1e-5)
+    other = worst_ratio(last("one"), last("two_local"), 1e-6, 1e-5)
+    print(f"2 ranks (global miner) vs 1 process: worst {same:.4g} of the tolerance; --mine-locally: {other:.4g}")
+    if same > 1:
+        sys.exit("the 2-rank run left the 1-process weights")
+    if other <= 1:
+        sys.exit("--mine-locally gave the 1-process weights too: the comparison cannot tell the objectives apart")
+
+
 def main():
-    if len(sys.argv) != 5 or sys.argv[1] not in ("kill", "resume"):
+    if len(sys.argv) != 5 or sys.argv[1] not in ("kill", "resume", "equal"):
         sys.exit(__doc__)
     mode, mpirun, binary, out = sys.argv[1], sys.argv[2].split(";"), sys.argv[3], sys.argv[4]
     data_or_skip()
-    (kill_test if mode == "kill" else resume_test)(mpirun, binary, out)
+    {"kill": kill_test, "resume": resume_test, "equal": equal_test}[mode](mpirun, binary, out)
     print("ok")
 
 
