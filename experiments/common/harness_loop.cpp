@@ -559,6 +559,9 @@ class EpochLoop {
                     sum["data_parallel"]["backend"].get<std::string>() + "), each computing 1/" +
                     std::to_string(ctx_.world_size()) + " of every batch, gradients averaged";
     const Json& dp = sum["data_parallel"];
+    if (dp.contains("gradient_buckets"))
+      l += " (" + dp["gradient_buckets"].dump() + " bucket(s), " + dp["gradient_bytes_per_step"].dump() +
+           " bytes per step)";
     if (dp.contains("mining")) l += "; mining: " + dp["mining"].get<std::string>();
     return l + "\n";
   }

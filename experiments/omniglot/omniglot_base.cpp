@@ -306,6 +306,15 @@ void OmniglotStudy::setup(RunContext& ctx) {
   }
 }
 
+Json OmniglotStudy::data_parallel_summary() const {
+  Json j;
+  if (!dp_) return j;
+  j["gradient_buckets"] = dp_->bucket_count();
+  j["gradient_bytes_per_step"] = dp_->bytes_per_step();
+  j["buckets_started_during_backward"] = dp_->buckets_overlapped();
+  return j;
+}
+
 Tensor OmniglotStudy::my_rows(const Tensor& t) const {
   if (world_ == 1) return t;
   const int64_t n = t.size(0) / world_;

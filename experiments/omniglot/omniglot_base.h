@@ -56,6 +56,9 @@ class OmniglotStudy : public Study {
   int64_t validation_work() const override;
   Stats epoch_extras() const override { return {{"lr", opt_->group(0).lr}}; }
   std::string final_test(Json& out) override;
+  // The gradient reduction of a data-parallel run: buckets, bytes per step, and how many
+  // buckets the last step started inside its backward.
+  Json data_parallel_summary() const override;
   nn::Optimizer* optimizer() override { return opt_.get(); }
   void save_state(nn::Metadata& md) const override;
   void load_state(const nn::Metadata& md, const std::string& file) override;

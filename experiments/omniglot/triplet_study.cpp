@@ -33,7 +33,7 @@ class TripletStudy : public OmniglotStudy {
   // global batch (all-gathered embeddings) unless --mine-locally.
   bool data_parallel() const override { return true; }
   Json data_parallel_summary() const override {
-    Json j;
+    Json j = OmniglotStudy::data_parallel_summary();
     j["mining"] = !is_online_sampling(f_->str("sampling")) ? "none (fixed triplets, each rank scores its own)"
                   : f_->flag("mine-locally") ? "local (--mine-locally: each rank mines its own rows)"
                                              : "global batch (embeddings all-gathered before the miner and the loss)";
