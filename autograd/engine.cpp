@@ -15,6 +15,13 @@ const std::shared_ptr<Node> kNoNode;
 const std::string kNoName;
 }  // namespace
 
+thread_local LeafGradHook t_leaf_hook;
+
+LeafGradHookScope::LeafGradHookScope(LeafGradHook hook) : prev_(std::move(t_leaf_hook)) {
+  t_leaf_hook = std::move(hook);
+}
+LeafGradHookScope::~LeafGradHookScope() { t_leaf_hook = std::move(prev_); }
+
 bool grad_mode_enabled() { return t_grad_enabled; }
 NoGradGuard::NoGradGuard() : prev_(t_grad_enabled) { t_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { t_grad_enabled = prev_; }
@@ -145,12 +152,30 @@ struct Engine {
       stack.pop_back();
     }
 
+    // With a leaf hook: how many Nodes still have to run before each leaf's gradient is complete.
+    std::unordered_map<ImplPtr, int> leaf_uses;
+    if (t_leaf_hook)
+      for (ImplPtr impl : order)
+        if (impl->grad_fn)
+          for (const Variable& in : impl->grad_fn->inputs)
+            if (in.defined() && in.requires_grad() && !in.impl_->grad_fn) ++leaf_uses[in.impl_.get()];
+    auto node_done = [&](Node* node) {
+      if (!t_leaf_hook || !node) return;
+      for (const Variable& in : node->inputs) {
+        auto u = in.defined() ? leaf_uses.find(in.impl_.get()) : leaf_uses.end();
+        if (u != leaf_uses.end() && --u->second == 0) t_leaf_hook(in);
+      }
+    };
+
     std::unordered_map<ImplPtr, Slot> grads;  // gradients of non-leaf Variables
     grads[root.impl_.get()] = Slot{grad_output, false};
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
       ImplPtr impl = *it;
       auto git = grads.find(impl);
-      if (git == grads.end()) continue;  // no gradient flowed here
+      if (git == grads.end()) {  // no gradient flowed here
+        node_done(impl->grad_fn.get());
+        continue;
+      }
       Tensor g = std::move(git->second.t);
       grads.erase(git);
       Node* node = impl->grad_fn.get();
@@ -177,6 +202,7 @@ struct Engine {
         node->backward = nullptr;  // frees the saved tensors
         node->released = true;
       }
+      node_done(node);
     }
   }
 };

@@ -104,6 +104,24 @@ Variable make_variable(Tensor output, std::vector<Variable> inputs, BackwardFn b
 // can skip computing what only the backward needs when this is false.
 bool any_requires_grad(const std::vector<Variable>& inputs);
 
+// Called by backward() once for each leaf (requires_grad, no Node) as soon as its
+// gradient of this backward pass is complete: every Node that takes it as an input
+// has run (leaves with no path from the root are not reported). A data-parallel
+// reducer starts its all-reduce from here while the rest of the backward runs.
+// Installed for a scope on the calling thread; nested scopes restore the outer
+// hook. No hook (the default) costs nothing and changes no value.
+using LeafGradHook = std::function<void(const Variable& leaf)>;
+class LeafGradHookScope {
+ public:
+  explicit LeafGradHookScope(LeafGradHook hook);
+  ~LeafGradHookScope();
+  LeafGradHookScope(const LeafGradHookScope&) = delete;
+  LeafGradHookScope& operator=(const LeafGradHookScope&) = delete;
+
+ private:
+  LeafGradHook prev_;
+};
+
 bool grad_mode_enabled();
 // RAII scope in which no op records a Node (evaluation, optimizer steps).
 class NoGradGuard {

@@ -10,6 +10,8 @@ pkgs=(cmake ninja-build g++ ccache libgtest-dev libbenchmark-dev libstb-dev zlib
 # Hardening: xxHash (content keys of the Omniglot cache), clang + compiler-rt
 # for the sanitizer stage of .ci/run and the libFuzzer targets (tools/fuzz.sh).
 pkgs+=(libxxhash-dev clang libclang-rt-dev)
+# Data-parallel training over MPI (mpirun -np N; runtime/comm.h) and its 2-rank tests.
+pkgs+=(libopenmpi-dev openmpi-bin)
 if [[ "${1:-}" == "--bench" ]]; then
   pkgs+=(libopenblas-dev python3-torch python3-numpy)
 fi

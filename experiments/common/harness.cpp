@@ -14,12 +14,14 @@
 #include <exception>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include "experiments/common/harness_internal.h"
 #include "experiments/common/provenance.h"
 #include "kernels/gemm_config.h"
 #include "nn/module.h"
 #include "runtime/determinism.h"
+#include "runtime/parallel.h"
 #include "runtime/error.h"
 
 namespace mn::exp {
@@ -358,8 +360,54 @@ std::map<std::string, std::string> study_config(Study& st, const std::vector<std
   return out;
 }
 
+Communicator& RunContext::device_comm() const {
+  static std::unique_ptr<Communicator> nccl;
+  const Device d = device();
+  if (d.is_cpu() || world_size() == 1) return comm();
+  if (!nccl) nccl = make_nccl_comm(comm(), d.index);
+  return *nccl;
+}
+
+namespace {
+// A data-parallel run's world, made once the flags parsed (MPI_Init under mpirun).
+// Ranks other than 0 print nothing on stdout (their progress is rank 0's);
+// errors go to stderr from every rank, prefixed with the rank.
+bool g_world_ready = false;
+
+void join_world(Study& st, std::string& prog) {
+  const int n = world_size_from_env();
+  if (n <= 1) return;
+  if (!st.data_parallel())
+    throw UsageError(st.name() + " does not run data-parallel: the launcher started " + std::to_string(n) +
+                     " processes; run it as one process (without mpirun -np " + std::to_string(n) + ")");
+  Communicator& w = world();
+  g_world_ready = true;
+  // Ranks on one node share its cores: without MN_NUM_THREADS each takes its share
+  // (hardware threads / ranks on the node), not all of them.
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  if (!std::getenv("MN_NUM_THREADS") && local && std::atoi(local) > 1)
+    set_num_threads(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / std::atoi(local)));
+  prog += " [rank " + std::to_string(w.rank()) + " of " + std::to_string(w.size()) + "]";
+  if (w.rank() != 0 && !std::freopen("/dev/null", "w", stdout))
+    std::fprintf(stderr, "%s: warning: cannot silence this rank's stdout\n", prog.c_str());
+}
+
+// --device cuda under mpirun: the GPU of this process's local rank.
+Device rank_device(Device d, const Flags& f) {
+  if (!g_world_ready || !d.is_cuda() || f.str("device").find(':') != std::string::npos) return d;
+  return Device::cuda(launch_info_from_env().local_rank % std::max(1, cuda_device_count()));
+}
+
+// After a failure on this rank, every other rank would wait in its next collective:
+// end them all now (MPI_Abort), with this rank's status.
+int end_run(int code) {
+  if (g_world_ready && code != kExitOk) world().abort(code);
+  return code;
+}
+}  // namespace
+
 int run_study(std::unique_ptr<Study> study, int argc, char** argv) {
-  const std::string prog = study ? study->name() : std::string("study");
+  std::string prog = study ? study->name() : std::string("study");
   try {
     Study& st = *study;
     Flags f(st.name(), st.description());
@@ -367,12 +415,14 @@ int run_study(std::unique_ptr<Study> study, int argc, char** argv) {
     st.declare_flags(f);
     try {
       if (!f.parse(argc, argv)) return kExitOk;
+      join_world(st, prog);
       const bool evaluating = st.can_evaluate() && !f.str("evaluate").empty();
       if (f.flag("resume")) {
         if (evaluating) throw UsageError("--resume and --evaluate exclude each other");
         const std::string ckpt = f.str("out-dir") + "/last.safetensors";
         check_resume_checkpoint(f.str("out-dir"), ckpt);
         apply_resume_contract(f, st, ckpt);
+        check_resume_world_size(nn::read_safetensors_metadata(ckpt), ckpt);  // before any data is loaded
       }
       if (evaluating) apply_evaluate_checkpoint(f, st, f.str("evaluate"));
     } catch (const UsageError&) {
@@ -381,7 +431,7 @@ int run_study(std::unique_ptr<Study> study, int argc, char** argv) {
       throw UsageError(e);
     }
     const bool evaluating = st.can_evaluate() && !f.str("evaluate").empty();
-    const Device device = choose_device(f);
+    const Device device = rank_device(choose_device(f), f);
     try {
       st.apply_presets(f, device, evaluating);
       f.validate_ranges();
@@ -404,21 +454,25 @@ int run_study(std::unique_ptr<Study> study, int argc, char** argv) {
     std::printf("%s on %s (%s)\n", prog.c_str(), device_name(device).c_str(), precision_words(prec).c_str());
     Context ctx(f, device, st.name());
     ctx.summary()["provenance"] = provenance_json(argc, argv, device);
-    if (evaluating) return evaluate_only(st, ctx);
+    if (evaluating) {
+      if (g_world_ready && ctx.rank() != 0) return kExitOk;  // one evaluation, on rank 0
+      return evaluate_only(st, ctx);
+    }
     return run_training(st, ctx);
   } catch (const UsageError& e) {
     // One line in the user's words (error.h: MN_DEBUG_ERRORS=1 adds the check and file:line).
     std::fprintf(stderr, "%s: %s\n", prog.c_str(), user_message(e).c_str());
-    return kExitUsage;
+    return end_run(kExitUsage);
   } catch (const TimeLimitTooShort& e) {
     std::fprintf(stderr, "%s: %s\n", prog.c_str(), user_message(e).c_str());
-    return kExitUsage;
+    return end_run(kExitUsage);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: error: %s\n", prog.c_str(), user_message(e).c_str());
-    return kExitFailed;
+    std::fprintf(stderr, "%s: error: %s%s\n", prog.c_str(), user_message(e).c_str(),
+                 g_world_ready ? " (ending every rank of the run)" : "");
+    return end_run(kExitFailed);
   } catch (...) {
     std::fprintf(stderr, "%s: error: an unknown exception stopped the run\n", prog.c_str());
-    return kExitFailed;
+    return end_run(kExitFailed);
   }
 }
 

@@ -70,6 +70,7 @@
 #include "experiments/common/metrics.h"
 #include "experiments/common/progress.h"
 #include "nn/checkpoint.h"
+#include "runtime/comm.h"
 #include "runtime/device.h"
 #include "runtime/tensor.h"
 
@@ -152,6 +153,16 @@ class RunContext {
   // Fields of summary.json and sections of report.md (markdown).
   virtual Json& summary() = 0;
   virtual void report(const std::string& markdown) = 0;
+
+  // ---- data-parallel runs (`mpirun -np N`, runtime/comm.h; Study::data_parallel) ----
+  // The host communicator (MPI under mpirun, "single" otherwise), this process's rank
+  // and the world's size. Rank 0 alone writes the outputs, validates and tests.
+  Communicator& comm() const { return world(); }
+  int rank() const { return comm().rank(); }
+  int world_size() const { return comm().size(); }
+  // The communicator for the tensors of `device`: comm() for the CPU, an NCCL
+  // communicator over the same ranks for a GPU (made on first use).
+  Communicator& device_comm() const;
 };
 
 class Study {
@@ -244,6 +255,17 @@ class Study {
   virtual void load_state(const nn::Metadata&, const std::string& /*file*/) {}
   // Plot title and axis label of the learning curve.
   virtual std::string plot_title() const { return name(); }
+
+  // ---- data-parallel runs (mpirun -np N) ----
+  // True when the study splits its steps over ranks: every rank draws the same
+  // global batch from the shared seed, computes its own rows, and the gradients
+  // are averaged (nn/distributed.h). The harness refuses mpirun -np N > 1 for a
+  // study that returns false, and keeps every rank's stops, validation (rank 0)
+  // and outputs (rank 0) in step.
+  virtual bool data_parallel() const { return false; }
+  // What summary.json ("data_parallel") and the report say about such a run
+  // (e.g. where the miner runs); called on rank 0 at the final test.
+  virtual Json data_parallel_summary() const { return Json::object(); }
 
   // ---- custom-shaped studies ----
   // Runs the whole study; returns an exit status (kExitResumable after a stop).

@@ -21,6 +21,9 @@ void check_regular_file(const std::string& path, const std::string& flag);
 // --resume: check_regular_file of `ckpt`; when it does not exist, the error says
 // whether a run was started in `out_dir` and why it saved nothing.
 void check_resume_checkpoint(const std::string& out_dir, const std::string& ckpt);
+// --resume: the checkpoint's "world_size" (1 when absent) must be this run's number of
+// ranks (the launcher's); throws naming both and the command that resumes it.
+void check_resume_world_size(const nn::Metadata& md, const std::string& file);
 // Before `file` is loaded into the model built from the flags (`flag`: --evaluate
 // or --resume). The flags win: a tensor of the model that the file lacks or holds
 // in another shape is an error, a tensor of the file that the model does not have

@@ -60,7 +60,9 @@ struct Context::SignalGuard {
 
 Context::Context(Flags& f, Device d, std::string study_name)
     : f_(f), device_(d), out_(f.str("out-dir")), study_(std::move(study_name)), start_(std::chrono::steady_clock::now()),
-      signals_(std::make_unique<SignalGuard>()) {}
+      signals_(std::make_unique<SignalGuard>()) {
+  bar_.set_quiet(world().rank() != 0);
+}
 Context::~Context() = default;
 
 double Context::run_seconds() const {
@@ -105,6 +107,11 @@ bool Context::stop_requested(double next_cost_s) {
     reason_ = "--stop-after " + std::to_string(stop_after) + " steps";
   else if (limit > 0 && run_seconds() + next_cost_s + save_seconds > limit)
     reason_ = "--time-limit " + Json(limit).dump() + " s";
+  if (world_size() > 1) {  // every rank stops at the same step boundary: when any rank would
+    Tensor any = Tensor::from_vector<int32_t>({reason_.empty() ? 0 : 1}, {1});
+    comm().all_reduce(any, ReduceOp::Max);
+    if (any.to_vector<int32_t>()[0] != 0 && reason_.empty()) reason_ = "another rank stopped (a signal or its clock)";
+  }
   return !reason_.empty();
 }
 
@@ -179,6 +186,7 @@ void put_progress(nn::Metadata& md, const LoopState& ls, int64_t epochs_done, in
 LoopState load_progress(Study& st, const Flags& f, const std::string& file, int64_t iters) {
   check_architecture_matches(st, f, file, "--resume");
   nn::Metadata md = nn::load_checkpoint(file, st.model(), st.optimizer());
+  check_resume_world_size(md, file);
   LoopState ls;
   ls.start_epoch = md_int(md, "epoch", file, 0, 1000000);
   ls.start_iter = md_int(md, "iter", file, 0, 1LL << 40);
@@ -241,7 +249,8 @@ std::string epochs_table(const std::vector<Json>& lines, const std::string& sel)
 class EpochLoop {
  public:
   EpochLoop(Study& st, Context& ctx)
-      : st_(st), ctx_(ctx), f_(ctx.flags()), last_(ctx.out_path("last.safetensors")),
+      : st_(st), ctx_(ctx), f_(ctx.flags()), rank0_(ctx.rank() == 0), dist_(ctx.world_size() > 1),
+        last_(ctx.out_path("last.safetensors")),
         best_path_(ctx.out_path("best.safetensors")), epochs_(f_.i64("epochs")), iters_(st.steps_per_epoch()),
         items_(st.items_per_step()), sel_(st.selection_metric()), item_name_(st.items_name()) {
     MN_CHECK(iters_ > 0, st.name(), ": steps_per_epoch() must be positive");
@@ -255,7 +264,7 @@ class EpochLoop {
       if (const int rc = train_steps(epoch, e); rc != kExitOk) return rc;
       ctx_.before_step = false;
       if (ctx_.stop_requested(val_estimate())) return stop_now(epoch, iters_, e.sums, e.train_s);
-      validate_and_save(epoch, e);
+      if (rank0_) validate_and_save(epoch, e);  // the other ranks go on and wait in their next collective
     }
     if (g_stop_signal) {
       std::printf("\nstopped by a signal after the last epoch; %s holds the trained model: --resume runs the final "
@@ -263,6 +272,7 @@ class EpochLoop {
       return kExitResumable;
     }
     ctx_.before_step = false;
+    if (!rank0_) return kExitOk;  // the final test runs on rank 0
     return final_test();
   }
 
@@ -290,12 +300,13 @@ class EpochLoop {
                   ls_.start_iter ? (" and " + std::to_string(ls_.start_iter) + " steps of the next").c_str() : "",
                   last_.c_str());
     }
-    write_file_atomic(ctx_.out_path("config.txt"), f_.to_config());
-    log_ = &ctx_.open_log(ctx_.resuming() ? ls_.start_epoch : -1);
     runner_ = std::make_unique<StepRunner>(st_, f_, ctx_.device());
     // Host reads of the step statistics: every step on the CPU (free there), every
     // 50 on a GPU (each read waits for the device's queue to drain).
     log_every_ = f_.i64("log-every") > 0 ? f_.i64("log-every") : (ctx_.device().is_cuda() ? 50 : 1);
+    if (!rank0_) return;  // rank 0 alone writes config.txt, metrics.jsonl and the curves
+    write_file_atomic(ctx_.out_path("config.txt"), f_.to_config());
+    log_ = &ctx_.open_log(ctx_.resuming() ? ls_.start_epoch : -1);
     curves_.resize(2);
     curves_[0].title = sel_;
     curves_[1].title = "train_loss";
@@ -426,7 +437,7 @@ class EpochLoop {
                                                  "without --resume)"));
     nn::Metadata md = progress_metadata();
     put_progress(md, ls_, epoch - 1, done, sums, epoch_train_s, ls_.best, ls_.best_epoch);
-    nn::save_checkpoint(last_, st_.model(), st_.optimizer(), md);
+    if (rank0_) nn::save_checkpoint(last_, st_.model(), st_.optimizer(), md);
     ctx_.bar().finish();
     std::printf("\nstopped: %s, at epoch %lld after %lld of %lld steps%s. The progress is saved in %s; "
                 "continue with the same command and --resume.\n", ctx_.stop_reason().c_str(),
@@ -441,6 +452,7 @@ class EpochLoop {
     st_.save_state(md);
     md["study"] = st_.name();
     md["config"] = f_.to_json();
+    if (dist_) md["world_size"] = std::to_string(ctx_.world_size());
     return md;
   }
 
@@ -519,6 +531,12 @@ class EpochLoop {
     sum[std::string("train_") + (items_ ? item_name_ : "steps") + "_per_second"] =
         metric_number(ls_.total_train_s > 0 ? total_items / ls_.total_train_s : 0);
     sum["best_checkpoint"] = load_best_model();
+    if (dist_) {
+      Json dp = st_.data_parallel_summary();
+      dp["ranks"] = ctx_.world_size();
+      dp["backend"] = ctx_.device_comm().backend();
+      sum["data_parallel"] = dp;
+    }
     const std::string test = st_.final_test(sum);
     std::ostringstream rep;
     rep << "# " << st_.name() << ": report\n\n"
@@ -527,12 +545,25 @@ class EpochLoop {
         << precision_json()["matmul"].get<std::string>() << " dense layers (distances, miners, losses: fp32)\n"
         << "- " << epochs_ << " epochs x " << iters_ << " steps, " << format_duration(ls_.total_train_s)
         << " of training\n"
-        << model_line()
+        << model_line() << data_parallel_line(sum)
         << "- outputs: metrics.jsonl, learning_curve.png, last/best.safetensors, summary.json, config.txt\n\n"
         << "## Epochs\n\n" << epochs_table(log_->lines(), sel_) << "\n";
     if (!test.empty()) rep << "## Final test (best validation model)\n\n" << test << "\n";
     ctx_.report(rep.str());
     return kExitOk;
+  }
+
+  std::string data_parallel_line(const Json& sum) const {
+    if (!dist_) return "";
+    std::string l = "- data parallel: " + std::to_string(ctx_.world_size()) + " ranks (" +
+                    sum["data_parallel"]["backend"].get<std::string>() + "), each computing 1/" +
+                    std::to_string(ctx_.world_size()) + " of every batch, gradients averaged";
+    const Json& dp = sum["data_parallel"];
+    if (dp.contains("gradient_buckets"))
+      l += " (" + dp["gradient_buckets"].dump() + " bucket(s), " + dp["gradient_bytes_per_step"].dump() +
+           " bytes per step)";
+    if (dp.contains("mining")) l += "; mining: " + dp["mining"].get<std::string>();
+    return l + "\n";
   }
 
   std::string model_line() const {
@@ -568,6 +599,7 @@ class EpochLoop {
   Study& st_;
   Context& ctx_;
   const Flags& f_;
+  const bool rank0_, dist_;  // rank 0 alone validates and writes; dist_: more than one rank
   const std::string last_, best_path_;
   const int64_t epochs_, iters_, items_;
   const std::string sel_, item_name_;
@@ -645,6 +677,17 @@ void check_architecture_matches(Study& st, const Flags& f, const std::string& fi
                why.c_str());
 }
 
+// The ranks' shards of each batch and the averaged gradients depend on the world's
+// size: a run continues with the size it started with.
+void check_resume_world_size(const nn::Metadata& md, const std::string& file) {
+  const int64_t saved = md.count("world_size") ? md_int(md, "world_size", file, 1, 1 << 20) : 1;
+  const int now = world_size_from_env();
+  MN_CHECK(saved == now, "--resume: '", file, "' was written by a run over ", saved,
+           saved == 1 ? " process" : " ranks", " but this run has ", now, ": resume it with ",
+           saved == 1 ? std::string("a single process (no mpirun)") : "mpirun -np " + std::to_string(saved),
+           " (changing the number of ranks mid-run is not supported), or start a new run in another --out-dir");
+}
+
 void check_resume_checkpoint(const std::string& out_dir, const std::string& ckpt) {
   struct stat s;
   if (::stat(ckpt.c_str(), &s) == 0 || errno != ENOENT) {
@@ -685,7 +728,7 @@ int run_training(Study& st, Context& ctx) {
     write_file_atomic(ctx.out_path("config.txt"), ctx.flags().to_config());
     rc = st.run(ctx);
   }
-  if (rc == kExitOk) ctx.finish_outputs();
+  if (rc == kExitOk && ctx.rank() == 0) ctx.finish_outputs();
   return rc;
 }
 

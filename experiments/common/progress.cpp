@@ -29,6 +29,7 @@ void Progress::update(int64_t done, const std::string& stats, const std::string&
   auto now = std::chrono::steady_clock::now();
   int decile = total_ > 0 ? static_cast<int>(10 * done / total_) : 0;
   bool draw;
+  if (quiet_) return;
   if (tty_) draw = std::chrono::duration<double>(now - last_draw_).count() > 0.2 || done == total_;
   else draw = decile != last_decile_ || done == total_;
   if (!draw) return;
@@ -45,7 +46,7 @@ void Progress::update(int64_t done, const std::string& stats, const std::string&
 }
 
 void Progress::finish() {
-  if (tty_) std::fprintf(stderr, "\n");
+  if (tty_ && !quiet_) std::fprintf(stderr, "\n");
 }
 
 }  // namespace mn::exp

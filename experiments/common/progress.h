@@ -20,11 +20,14 @@ class Progress {
   // e.g. "190 img/s" (empty: none); `eta_s` < 0: unknown.
   void update(int64_t done, const std::string& stats, const std::string& rate, double eta_s);
   void finish();  // ends the line of a phase on a terminal
+  // Draws nothing (the ranks other than 0 of a data-parallel run: their progress is rank 0's).
+  void set_quiet(bool q) { quiet_ = q; }
 
  private:
   std::string label_;
   int64_t total_ = 0;
   bool tty_;
+  bool quiet_ = false;
   int last_decile_ = -1;
   std::chrono::steady_clock::time_point last_draw_;
 };

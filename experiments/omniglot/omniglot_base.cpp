@@ -297,6 +297,34 @@ void OmniglotStudy::setup(RunContext& ctx) {
     lr_sched_ = nn::schedule_registry().get(sched)(*opt_, sc);
   }
   if (opt == "sgd") mom_sched_ = std::make_unique<nn::MomentumRamp>(*opt_, 0.5, f_->i64("momentum-epochs"));
+  if (ctx.world_size() > 1) {
+    rank_ = ctx.rank();
+    world_ = ctx.world_size();
+    comm_ = &ctx.device_comm();
+    dp_ = std::make_unique<nn::DataParallel>(model(), *comm_);
+    dp_->broadcast_from(0);  // the same seed made the same weights; this makes sure
+  }
+}
+
+Json OmniglotStudy::data_parallel_summary() const {
+  Json j;
+  if (!dp_) return j;
+  j["gradient_buckets"] = dp_->bucket_count();
+  j["gradient_bytes_per_step"] = dp_->bytes_per_step();
+  j["buckets_started_during_backward"] = dp_->buckets_overlapped();
+  return j;
+}
+
+Tensor OmniglotStudy::my_rows(const Tensor& t) const {
+  if (world_ == 1) return t;
+  const int64_t n = t.size(0) / world_;
+  MN_CHECK(n * world_ == t.size(0), name(), ": a batch of ", t.size(0), " rows does not split over ", world_, " ranks");
+  return t.narrow(0, rank_ * n, n);
+}
+
+void OmniglotStudy::backward(const ag::Variable& loss) {
+  if (dp_) dp_->backward(loss);
+  else loss.backward();
 }
 
 void OmniglotStudy::begin_epoch(int64_t epoch) {

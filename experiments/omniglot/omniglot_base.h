@@ -14,6 +14,7 @@
 #include "experiments/common/harness.h"
 #include "experiments/omniglot/study_data.h"
 #include "nn/models/conv4.h"
+#include "nn/distributed.h"
 #include "nn/models/koch.h"
 #include "nn/optim/optimizer.h"
 #include "nn/optim/param_groups.h"
@@ -55,6 +56,9 @@ class OmniglotStudy : public Study {
   int64_t validation_work() const override;
   Stats epoch_extras() const override { return {{"lr", opt_->group(0).lr}}; }
   std::string final_test(Json& out) override;
+  // The gradient reduction of a data-parallel run: buckets, bytes per step, and how many
+  // buckets the last step started inside its backward.
+  Json data_parallel_summary() const override;
   nn::Optimizer* optimizer() override { return opt_.get(); }
   void save_state(nn::Metadata& md) const override;
   void load_state(const nn::Metadata& md, const std::string& file) override;
@@ -88,6 +92,17 @@ class OmniglotStudy : public Study {
   // (Q, 1, S, S) x (C, 1, S, S) inputs -> (Q, C) distances or similarities.
   virtual Tensor score_inputs(const Tensor& queries, const Tensor& candidates) = 0;
   virtual data::ScoreKind score_kind() const = 0;
+
+  // ---- data-parallel runs (mpirun -np N; harness.h, Study::data_parallel) ----
+  // Every rank draws the same global batch from the shared seed; rank r computes
+  // rows [r * n / N, (r + 1) * n / N) of it (my_rows) and the gradients are averaged
+  // over ranks (dp_, made in setup when N > 1).
+  Tensor my_rows(const Tensor& t) const;
+  // loss.backward(), through dp_'s bucketed all-reduce in a data-parallel run.
+  void backward(const ag::Variable& loss);
+  int rank_ = 0, world_ = 1;
+  Communicator* comm_ = nullptr;  // the device's communicator (MPI or NCCL) when world_ > 1
+  std::unique_ptr<nn::DataParallel> dp_;
 
   // ---- shared helpers ----
   // Embeds `x` in chunks of --eval-batch with `embed` (no gradient).

@@ -25,6 +25,8 @@ class SiameseStudy : public OmniglotStudy {
   std::string plot_title() const override { return "siamese CNN on Omniglot"; }
   nn::Module& model() override { return *net_; }
   int64_t items_per_step() const override { return 3 * (f_->i64("batch") / 2); }
+  // mpirun -np N: each rank scores 1/N of the genuine and 1/N of the impostor pairs.
+  bool data_parallel() const override { return true; }
 
  protected:
   void declare_kind_flags(Flags& f) override {
@@ -34,6 +36,10 @@ class SiameseStudy : public OmniglotStudy {
   void check_kind_flags(const Flags& f) const override {
     MN_CHECK(f.i64("batch") % 2 == 0, "--batch ", f.i64("batch"), ": the siamese net trains on half genuine, half "
              "impostor pairs and needs an even number; use ", f.i64("batch") + 1);
+    const int n = world_size_from_env();
+    MN_CHECK(n <= 1 || (f.i64("batch") / 2) % n == 0, "--batch ", f.i64("batch"), ": its ", f.i64("batch") / 2,
+             " genuine and ", f.i64("batch") / 2, " impostor pairs do not split evenly over the ", n,
+             " ranks of mpirun -np ", n, "; give a --batch that is a multiple of ", 2 * n);
   }
 
   // --trunk conv4: Koch's head (weighted L1 of the two embeddings, a logistic
@@ -79,7 +85,24 @@ class SiameseStudy : public OmniglotStudy {
   // copied into the same input tensors every step, then the device work runs
   // on them (a CUDA graph on a GPU, where the step allows). Its stats stay on
   // the device (the harness reads them every --log-every steps).
-  bool split_step() const override { return true; }
+  bool split_step() const override { return world_ == 1; }
+  // Data-parallel runs are not split: their collectives stay out of CUDA graphs.
+  DeviceStats train_step_on_device() override {
+    prepare_step();
+    return compute_step();
+  }
+  // This rank's pairs: the batch is B/2 genuine then B/2 impostor pairs; rank r takes
+  // its 1/N of each half, so every rank scores both kinds (the whole batch with one rank).
+  Tensor my_pairs(const Tensor& t) const {
+    if (world_ == 1) return t;
+    const int64_t h = t.size(0) / 2, q = h / world_;
+    Shape shape = t.shape();
+    shape[0] = 2 * q;
+    Tensor out = Tensor::empty(shape, t.dtype(), t.device());
+    out.narrow(0, 0, q).copy_(t.narrow(0, rank_ * q, q));
+    out.narrow(0, q, q).copy_(t.narrow(0, h + rank_ * q, q));
+    return out;
+  }
 
   void prepare_step() override {
     PairBatch pb = data_->pair_batch(f_->i64("batch"));
@@ -90,12 +113,13 @@ class SiameseStudy : public OmniglotStudy {
 
   DeviceStats compute_step() override {
     const int64_t B = f_->i64("batch");
-    auto e = net_->embed_pairs(Variable(inputs_[0]), Variable(inputs_[1]));
-    nn::LossOutput out = nn::koch_siamese_loss(e[0], e[1], net_->head_weight(), net_->head_bias(), inputs_[2]);
-    out.loss.backward();
+    auto e = net_->embed_pairs(Variable(my_pairs(inputs_[0])), Variable(my_pairs(inputs_[1])));
+    nn::LossOutput out =
+        nn::koch_siamese_loss(e[0], e[1], net_->head_weight(), net_->head_bias(), my_pairs(inputs_[2]));
+    backward(out.loss);
     opt_->step();
     opt_->zero_grad();
-    return loss_device_stats(out.stats, static_cast<double>(B),
+    return loss_device_stats(out.stats, static_cast<double>(B / world_),
                              {"train_loss", "active_share", "mean_weighted_l1_genuine", "mean_weighted_l1_impostor"});
   }
 

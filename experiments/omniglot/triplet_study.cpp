@@ -6,6 +6,7 @@
 #include <climits>
 
 #include "autograd/ops.h"
+#include "autograd/ops_dist.h"
 #include "experiments/omniglot/names.h"
 #include "experiments/omniglot/omniglot_base.h"
 #include "experiments/omniglot/omniglot_study.h"
@@ -28,6 +29,16 @@ class TripletStudy : public OmniglotStudy {
   }
   std::string plot_title() const override { return "triplet CNN on Omniglot"; }
   nn::Module& model() override { return *net_; }
+  // mpirun -np N: each rank embeds 1/N of every batch; the miner and the loss see the
+  // global batch (all-gathered embeddings) unless --mine-locally.
+  bool data_parallel() const override { return true; }
+  Json data_parallel_summary() const override {
+    Json j = OmniglotStudy::data_parallel_summary();
+    j["mining"] = !is_online_sampling(f_->str("sampling")) ? "none (fixed triplets, each rank scores its own)"
+                  : f_->flag("mine-locally") ? "local (--mine-locally: each rank mines its own rows)"
+                                             : "global batch (embeddings all-gathered before the miner and the loss)";
+    return j;
+  }
   int64_t items_per_step() const override {
     return (is_online_sampling(f_->str("sampling")) ? f_->i64("per-class") : 3) * f_->i64("batch");
   }
@@ -46,6 +57,8 @@ class TripletStudy : public OmniglotStudy {
     f.add_double("ms-epsilon", 0.1, "multi-similarity: its pair miner's epsilon (< 0: no mining)", -1.0, 2.0);
     f.add_string("share", "full", "weight sharing of the three branches", {"full", "disjoint-anchor"});
     f.add_int("per-class", 3, "online sampling: K images of each of the P = --batch characters of a batch", 2, 20);
+    f.add_bool("mine-locally", false, "data-parallel runs (mpirun -np N): each rank mines and scores only its own "
+               "rows (cheaper: no all-gather, but N small batches instead of one); default: the global batch");
     f.add_bool("pk-alphabet", false, "online sampling: draw a batch's P characters from one alphabet (Lake's "
                "trials are within-alphabet)");
     f.add_string("sampling", "random", "training triplets: random (the study); offline SSIM mining of "
@@ -67,6 +80,24 @@ class TripletStudy : public OmniglotStudy {
     if (is_online_sampling(f.str("sampling")))
       MN_CHECK(f.i64("batch") >= 2, "--batch ", f.i64("batch"), " with --sampling ", f.str("sampling"),
                ": online mining needs at least 2 classes per batch (P = --batch); use --batch 2 or more");
+    check_world_split(f);
+  }
+
+  // mpirun -np N: the global batch must split into N equal shards (whole characters
+  // of a P x K batch with --mine-locally, so that every rank can mine).
+  static void check_world_split(const Flags& f) {
+    const int n = world_size_from_env();
+    MN_CHECK(n > 1 || !f.user_changed("mine-locally"), "--mine-locally applies to data-parallel runs only "
+             "(mpirun -np N with N > 1)");
+    if (n <= 1) return;
+    const bool online = is_online_sampling(f.str("sampling"));
+    const int64_t units = online && f.flag("mine-locally") ? f.i64("batch") : online ? f.i64("batch") * f.i64("per-class")
+                                                                                      : f.i64("batch");
+    MN_CHECK(units % n == 0, "--batch ", f.i64("batch"), ": ",
+             online ? (f.flag("mine-locally") ? "the P characters of a batch" : "the P x K images of a batch")
+                    : "the triplets of a batch",
+             " (", units, ") do not split evenly over the ", n, " ranks of mpirun -np ", n,
+             "; give a --batch that does, or another number of ranks");
   }
 
   void build_net(const nn::KochBranchOptions& o, Generator& init) override {
@@ -166,7 +197,20 @@ class TripletStudy : public OmniglotStudy {
   // The step in two parts (harness.h, split_step): the batch is drawn and
   // copied into the same input tensors every step, then the device work runs
   // on them (a CUDA graph on a GPU, where the step allows).
-  bool split_step() const override { return true; }
+  bool split_step() const override { return world_ == 1; }
+  // Data-parallel runs are not split: their collectives stay out of CUDA graphs.
+  DeviceStats train_step_on_device() override {
+    prepare_step();
+    return compute_step();
+  }
+  // The embeddings the miner and the loss see, with the labels that go with them:
+  // this rank's (e, labels of my rows) or, in a data-parallel run with global
+  // mining, every rank's rows gathered (the full labels: every rank drew them).
+  std::pair<Variable, Tensor> mining_batch(const Variable& e, const Tensor& labels) {
+    if (world_ == 1) return {e, labels};
+    if (f_->flag("mine-locally")) return {e, my_rows(labels)};
+    return {ag::all_gather_rows(e, *comm_), labels};
+  }
 
   void prepare_step() override {
     const int64_t B = f_->i64("batch");
@@ -187,16 +231,16 @@ class TripletStudy : public OmniglotStudy {
     DeviceStats s;
     if (f_->str("sampling") == "online-balanced") {
       PKBatch pk{inputs_[0], inputs_[1]};
-      Variable e = net_->embed_candidate(Variable(pk.images));
-      nn::ObjectiveOutput out = whole_batch_objective()(e, pk.labels, &sample_gen_);
-      out.loss.backward();
+      auto [e, labels] = mining_batch(net_->embed_candidate(Variable(my_rows(pk.images))), pk.labels);
+      nn::ObjectiveOutput out = whole_batch_objective()(e, labels, &sample_gen_);
+      backward(out.loss);
       // mean_pos / mean_neg are similarities for multi-similarity (nn/objective.h).
       s = stats(out.stats, static_cast<double>(out.tuples));
     } else if (is_online_sampling(f_->str("sampling"))) {
       // P x K batch (K = 3 by default: 3B images, as many as B random triplets),
       // mined on the device from the detached squared distances of the embeddings.
       PKBatch pk{inputs_[0], inputs_[1]};
-      Variable e = net_->embed_candidate(Variable(pk.images));
+      auto [e, labels] = mining_batch(net_->embed_candidate(Variable(my_rows(pk.images))), pk.labels);
       kernels::MinerParams mp;
       mp.kind = miner_by_name(f_->str("sampling"));
       mp.margin = f_->f64("margin");
@@ -209,19 +253,27 @@ class TripletStudy : public OmniglotStudy {
       // its size on a GPU) and skip the update when nothing was mined.
       const nn::TripletLossOptions lo = loss_options();
       const bool fixed = !kernels::triplet_kind_is_global(lo.kind);
-      if (fixed)
+      if (fixed)  // (the global batch's capacity also bounds a rank's own rows with --mine-locally)
         mp.capacity = kernels::triplet_capacity(mp, std::vector<int64_t>(static_cast<size_t>(B), f_->i64("per-class")));
       Tensor dist = kernels::pairwise_distance_matrix(e.data(), true);
-      kernels::MinedTriplets mined = kernels::mine_triplets(dist, pk.labels, mp, &sample_gen_);
-      if (!fixed && mined.triplets.size(0) == 0)  // nothing violates: no update
+      kernels::MinedTriplets mined = kernels::mine_triplets(dist, labels, mp, &sample_gen_);
+      if (!fixed && mined.triplets.size(0) == 0) {  // nothing violates: no update
+        // (a data-parallel rank mining locally still joins the others' gradient average, with zeros)
+        if (dp_ && f_->flag("mine-locally")) {
+          backward(ag::mul(ag::sum(e), 0.0));
+          opt_->step();
+          opt_->zero_grad();
+        }
         return host_device_stats({{"train_loss", 0}, {"active_share", 0}, {"mean_d_pos", 0}, {"mean_d_neg", 0}});
+      }
       nn::LossOutput out = nn::triplet_loss(e, mined.triplets, fixed ? mined.count : Tensor(), lo);
-      out.loss.backward();
+      backward(out.loss);
       s = loss_device_stats(out.stats, mined.count, {"train_loss", "active_share", "mean_d_pos", "mean_d_neg"});
     } else {
-      auto e = net_->embed_triplets(Variable(inputs_[0]), Variable(inputs_[1]), Variable(inputs_[2]));
+      auto e = net_->embed_triplets(Variable(my_rows(inputs_[0])), Variable(my_rows(inputs_[1])),
+                                    Variable(my_rows(inputs_[2])));
       nn::LossOutput out = nn::triplet_loss(e[0], e[1], e[2], loss_options());
-      out.loss.backward();
+      backward(out.loss);
       s = stats(out.stats, static_cast<double>(B));
     }
     opt_->step();

@@ -1,0 +1,93 @@
+// Data-parallel training: one process per device, each with a replica of the
+// model and its own shard of the global batch (runtime/comm.h for the engines).
+//
+//   mn::Communicator& comm = mn::world();           // MPI under mpirun, single otherwise
+//   nn::DataParallel dp(model, comm);               // buckets the parameters
+//   dp.broadcast_from(0);                           // every replica starts from rank 0's
+//   ... per step: forward on this rank's rows (ag::all_gather_rows for a global miner) ...
+//   dp.backward(loss);                              // grads = the average over ranks
+//   opt.step(); opt.zero_grad();
+//
+// Buckets: the parameters in reverse registration order (roughly the order in
+// which backward completes them) are packed into flat buffers of about
+// bucket_bytes each (one dtype per bucket). During the backward, the tape's leaf
+// hook (autograd/variable.h) reports each parameter as soon as its gradient is
+// complete; its gradient is copied into its bucket, and a bucket whose parameters
+// are all in starts its non-blocking all-reduce at once, in bucket order (every
+// rank starts the same collectives in the same order), overlapping the rest of
+// the backward. After the backward, the remaining buckets are reduced (a
+// parameter with no gradient on this rank contributes zeros), every bucket is
+// scaled by 1/size and copied back into the parameters' gradients (overwriting
+// them: call it on zeroed gradients, as every training step here does).
+//
+// Averaging makes N ranks with b rows each step like one process with the N * b
+// rows when the loss is a mean over the rows (or over tuples mined on the
+// gathered global batch: ag::all_gather_rows returns size * its rows' gradient,
+// which the average divides back). Float sums in another order differ in the
+// last bits: equal to float rounding, not bit for bit. Batch-norm normalises each rank's rows with
+// their own statistics (no synchronised batch-norm), and its running statistics
+// are averaged over ranks after each step (average_buffers) so replicas agree.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "nn/module.h"
+#include "runtime/comm.h"
+
+namespace mn::nn {
+
+struct DataParallelOptions {
+  int64_t bucket_bytes = int64_t{1} << 22;  // 4 MiB: ~1 M float32 gradients per collective
+  bool overlap = true;                       // start buckets during the backward (false: all after it)
+  bool average_buffers = true;               // average floating buffers (batch-norm statistics) each step
+};
+
+class DataParallel {
+ public:
+  DataParallel(Module& model, Communicator& comm, DataParallelOptions o = {});
+  ~DataParallel();
+  DataParallel(const DataParallel&) = delete;
+  DataParallel& operator=(const DataParallel&) = delete;
+
+  // Every rank's parameters and floating buffers <- root's.
+  void broadcast_from(int root = 0);
+  // loss.backward() with the bucketed all-reduce; then every parameter's grad is
+  // the average over ranks of the ranks' gradients (and buffers are averaged).
+  void backward(const Variable& loss);
+
+  Communicator& comm() { return comm_; }
+  int64_t bucket_count() const { return static_cast<int64_t>(buckets_.size()); }
+  // Bytes each rank all-reduces per step (the parameters' gradients).
+  int64_t bytes_per_step() const { return bytes_; }
+  // Buckets started inside the last backward (the rest started after it).
+  int64_t buckets_overlapped() const { return overlapped_; }
+
+ private:
+  struct Bucket {
+    std::vector<size_t> params;    // indices into params_
+    std::vector<int64_t> offsets;  // element offset of each in flat
+    Tensor flat;                   // (numel) gradients of the bucket's parameters
+    size_t ready = 0;
+    std::vector<bool> got;         // per parameter: its gradient was copied in
+    std::unique_ptr<CommRequest> request;
+  };
+  void build_buckets();
+  void on_leaf(const Variable& leaf);
+  void launch_ready(bool all);
+  void finish();
+  void average_buffers();
+
+  Module& model_;
+  Communicator& comm_;
+  DataParallelOptions opt_;
+  std::vector<Variable> params_;
+  std::unordered_map<const void*, std::pair<size_t, size_t>> where_;  // param id -> (bucket, slot)
+  std::vector<Bucket> buckets_;
+  size_t next_launch_ = 0;
+  int64_t bytes_ = 0, overlapped_ = 0;
+};
+
+}  // namespace mn::nn

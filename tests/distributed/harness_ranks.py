@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""Data-parallel runs of omniglot_triplet through the harness (ctest distributed.harness_*).
+
+  harness_ranks.py kill   MPIRUN BIN OUT   a rank killed mid-run ends every rank within 30 s
+  harness_ranks.py resume MPIRUN BIN OUT   --resume with another world size is refused, naming both
+  harness_ranks.py equal  MPIRUN BIN OUT   5 steps of the main binary (cpu-demo without batch-norm, SGD):
+                                           2 ranks with the global miner == 1 process, to float rounding;
+                                           --mine-locally (another objective) differs
+
+MPIRUN is the launcher with its flags, ';'-separated (CMake's list). The runs use the
+Omniglot data where the study looks for it ($MN_DATA_DIR, ...); without it the test
+skips (exit 77) with a message.
+"""
+import array
+import json
+import os
+import shutil
+import struct
+import signal
+import subprocess
+import sys
+import time
+
+SMALL = ["--preset", "cpu-demo", "--epochs", "1", "--val-tasks", "20", "--val-triplets", "100"]
+
+
+def data_or_skip():
+    # The study's own lookup (data/fetch.sh): $MN_DATA_DIR, $DATA_DIR, ./datasets, ../shared/datasets.
+    roots = [os.environ.get("MN_DATA_DIR"), os.environ.get("DATA_DIR"), "datasets", "../shared/datasets"]
+    if not any(r and os.path.isdir(os.path.join(r, "omniglot")) for r in roots):
+        print("Omniglot data not found ($MN_DATA_DIR, $DATA_DIR, ./datasets, ../shared/datasets): skipped "
+              "(data/fetch.sh gets it)")
+        sys.exit(77)
+
+
+def children(pid):
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    return [int(x) for x in out.split()]
+
+
+def kill_test(mpirun, binary, out):
+    shutil.rmtree(out, ignore_errors=True)
+    env = dict(os.environ, MN_NUM_THREADS="1")
+    cmd = mpirun + [binary] + SMALL + ["--iters", "100000", "--out-dir", out]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    # Training has started once rank 0 wrote config.txt (after loading the data) and a few
+    # seconds passed; then kill the second rank. (stdout is a pipe: its lines come late.)
+    t0 = time.time()
+    while not os.path.exists(os.path.join(out, "config.txt")):
+        if p.poll() is not None or time.time() - t0 > 300:
+            p.kill()
+            sys.exit("training did not start within 300 s:\n" + p.stdout.read())
+        time.sleep(0.5)
+    time.sleep(5)
+    ranks = children(p.pid)
+    if len(ranks) < 2:
+        p.kill()
+        sys.exit(f"expected 2 rank processes under mpirun (pid {p.pid}), found {ranks}")
+    victim = max(ranks)  # a rank's process (the later-started one), not mpirun itself
+    os.kill(victim, signal.SIGKILL)
+    killed_at = time.time()
+    try:
+        rest, _ = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        sys.exit("HANG: the other rank was still running 60 s after a rank was killed")
+    took = time.time() - killed_at
+    text = rest
+    print(text[-3000:])
+    print(f"mpirun status {p.returncode}, {took:.1f} s after the kill")
+    if p.returncode == 0:
+        sys.exit("the run with a killed rank ended with status 0")
+    if took > 30:
+        sys.exit(f"the other rank took {took:.1f} s to end (limit 30 s)")
+    if "signal 9" not in text and "Killed" not in text:
+        sys.exit("mpirun did not say which rank died")
+
+
+def resume_test(mpirun, binary, out):
+    shutil.rmtree(out, ignore_errors=True)
+    env = dict(os.environ, MN_NUM_THREADS="1")
+    first = subprocess.run(mpirun + [binary] + SMALL + ["--iters", "50", "--stop-after", "3", "--out-dir", out],
+                           capture_output=True, text=True, env=env, timeout=300)
+    print(first.stdout[-1500:], first.stderr[-1500:])
+    if first.returncode == 0 or not os.path.exists(os.path.join(out, "last.safetensors")):
+        sys.exit(f"the 2-rank run should stop resumably (status 3) and save: status {first.returncode}")
+    one = subprocess.run([binary, "--resume", "--out-dir", out], capture_output=True, text=True, env=env,
+                         timeout=300)
+    print(one.stderr)
+    if one.returncode == 0 or "mpirun -np 2" not in one.stderr or "1" not in one.stderr:
+        sys.exit(f"a 1-process --resume of a 2-rank run should be refused naming mpirun -np 2 "
+                 f"(status {one.returncode})")
+    again = subprocess.run(mpirun + [binary, "--resume", "--out-dir", out, "--stop-after", "2"],
+                           capture_output=True, text=True, env=env, timeout=300)
+    print(again.stdout[-800:], again.stderr[-800:])
+    if again.returncode != 3:
+        sys.exit(f"the 2-rank --resume should continue and stop resumably again (status 3), got {again.returncode}")
+
+
+def weights(path):
+    """The float tensors of a safetensors file, name -> array."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for k, v in header.items():
+        if k == "__metadata__" or v["dtype"] not in ("F32", "F64"):
+            continue
+        a, b = v["data_offsets"]
+        arr = array.array("f" if v["dtype"] == "F32" else "d")
+        arr.frombytes(data[a:b])
+        out[k] = arr
+    return out
+
+
+def worst_ratio(ref, got, atol, rtol):
+    """max |ref - got| / (atol + rtol |ref|) over the model's tensors (<= 1: equal within the tolerance)."""
+    a, b = weights(ref), weights(got)
+    return max(abs(x - y) / (atol + rtol * abs(x)) for k in a if k.startswith("branch.") for x, y in zip(a[k], b[k]))
+
+
+def equal_test(mpirun, binary, out):
+    # No batch-norm (its statistics are per rank) and SGD (Adam's first steps turn a gradient
+    # that cancels to rounding noise into a full step of either sign); --stop-after 5 of 6
+    # steps: a resumable stop saves last.safetensors before any validation or test.
+    args = ["--preset", "cpu-demo", "--no-conv4-bn", "--optimizer", "sgd", "--lr", "0.01", "--epochs", "1",
+            "--iters", "6", "--stop-after", "5"]
+    env = dict(os.environ, MN_NUM_THREADS="1")
+    runs = {"one": [binary] + args, "two": mpirun + [binary] + args,
+            "two_local": mpirun + [binary] + args + ["--mine-locally"]}
+    for name, cmd in runs.items():
+        shutil.rmtree(os.path.join(out, name), ignore_errors=True)
+        r = subprocess.run(cmd + ["--out-dir", os.path.join(out, name)], capture_output=True, text=True, env=env,
+                           timeout=300)
+        if r.returncode != 3:
+            sys.exit(f"{name}: expected a resumable stop (status 3), got {r.returncode}:\n{r.stderr[-2000:]}")
+    last = lambda name: os.path.join(out, name, "last.safetensors")
+    # float32, 5 steps: the two ranks' gradients are two half sums added instead of one sum
+    # (measured worst 0.005 of this tolerance on 2026-11-28).
+    same = worst_ratio(last("one"), last("two"), 1e-6, 1e-5)
+    other = worst_ratio(last("one"), last("two_local"), 1e-6, 1e-5)
+    print(f"2 ranks (global miner) vs 1 process: worst {same:.4g} of the tolerance; --mine-locally: {other:.4g}")
+    if same > 1:
+        sys.exit("the 2-rank run left the 1-process weights")
+    if other <= 1:
+        sys.exit("--mine-locally gave the 1-process weights too: the comparison cannot tell the objectives apart")
+
+
+def main():
+    if len(sys.argv) != 5 or sys.argv[1] not in ("kill", "resume", "equal"):
+        sys.exit(__doc__)
+    mode, mpirun, binary, out = sys.argv[1], sys.argv[2].split(";"), sys.argv[3], sys.argv[4]
+    data_or_skip()
+    {"kill": kill_test, "resume": resume_test, "equal": equal_test}[mode](mpirun, binary, out)
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()
