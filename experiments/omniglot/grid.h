@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "experiments/common/grid_util.h"
 #include "experiments/common/json.h"
 
 namespace mn::exp::omniglot_grid {
@@ -75,6 +76,10 @@ struct Cell {
 // The report: OUT/results.md, OUT/results.json and OUT/figure{3..7}.png.
 void write_report(const std::string& out, const Scale& scale, std::vector<Cell>& cells, const std::string& command);
 // Kendall's tau-b between two rankings of the same items (NaN with fewer than 2 pairs).
+// +1 when a's mean is clearly above b's (by more than the larger sd of the two, and by
+// at least 2 points), -1 when clearly below, 0 otherwise or when either has no value.
+int clear_order(const SampleStats& a, const SampleStats& b);
+
 double kendall_tau(const std::vector<double>& a, const std::vector<double>& b);
 
 int run_grid(int argc, char** argv);

@@ -87,6 +87,24 @@ TEST(OmniglotGrid, KendallTauOnHandMadeRankings) {
   EXPECT_TRUE(std::isnan(kendall_tau({1}, {1})));
 }
 
+// A claim's ordering counts only outside the spread: the larger sd of the two rows, at
+// least 2 points (the Table 1 case that motivated it: 51.56 +- 0.88 vs 51.41 +- 0.22).
+TEST(OmniglotGrid, ClearOrderNeedsTheSpread) {
+  auto s = [](double mean, double sd, int n) {
+    SampleStats r;
+    r.mean = mean, r.sd = sd, r.n = n;
+    return r;
+  };
+  EXPECT_EQ(clear_order(s(51.56, 0.88, 2), s(51.41, 0.22, 2)), 0);
+  EXPECT_EQ(clear_order(s(55.0, 0.5, 3), s(52.0, 0.5, 3)), 1);   // 3 points > 2
+  EXPECT_EQ(clear_order(s(52.0, 0.5, 3), s(55.0, 0.5, 3)), -1);
+  EXPECT_EQ(clear_order(s(55.0, 4.0, 3), s(52.0, 0.5, 3)), 0);   // 3 points < sd 4
+  EXPECT_EQ(clear_order(s(57.0, 4.0, 3), s(52.0, 0.5, 3)), 1);   // 5 points > sd 4
+  EXPECT_EQ(clear_order(s(54.5, NAN, 1), s(52.0, NAN, 1)), 1);   // one seed each: 2 points
+  EXPECT_EQ(clear_order(s(53.5, NAN, 1), s(52.0, NAN, 1)), 0);
+  EXPECT_EQ(clear_order(s(60.0, 1.0, 2), SampleStats{}), 0);      // a row that did not run
+}
+
 int run_grid_args(std::vector<std::string> args) {
   args.insert(args.begin(), "omniglot_grid");
   std::vector<char*> av;
