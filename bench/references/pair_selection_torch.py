@@ -370,6 +370,8 @@ def main_run(args):
     if args.replay and cfg["dropout"] > 0:
         sys.exit("--replay needs a binary run with --dropout 0 (dropout masks are not exported)")
     ours = read_metrics(args.compare) if args.compare else {}
+    if args.out and os.path.exists(args.out):
+        os.remove(args.out)
     points, failures, checks = [], [], 0
     for k in range(nfold):
         xtr, ytr = scale_inputs(xtr_all[folds[k]], cfg["inputs"]), ytr_all[folds[k]]
@@ -380,6 +382,10 @@ def main_run(args):
                 init = os.path.join(args.export, f"init_fold{k}.bin")
             pts, chk = run_fold(m, cfg, k, xtr, ytr, xte, yte, first[k], args.seed, trace, init)
             points += pts
+            if args.out:  # written run by run: a stopped run keeps its finished folds
+                with open(args.out, "a") as f:
+                    for p in pts:
+                        f.write(json.dumps(p) + "\n")
             checks += chk.n
             failures += [f"fold {k} {f}" for f in chk.fail]
             if args.replay and ours:
@@ -394,10 +400,6 @@ def main_run(args):
             last = pts[-1]
             print(f"{LABELS[m]:7s} fold {k}: {100 * last['accuracy']:.2f} % at epoch {last['epoch']}"
                   + (f" ({chk.n} checks, {len(chk.fail)} failed)" if args.replay else ""), flush=True)
-    if args.out:
-        with open(args.out, "w") as f:
-            for p in points:
-                f.write(json.dumps(p) + "\n")
     if ours and not args.replay:
         table, worst = compare(ours, points)
         print(table)
@@ -459,11 +461,19 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--tol", type=float, default=0.5, help="replay: accuracy tolerance in points")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--table-from", default="", help="only print the --compare table of this earlier --out")
     ap.add_argument("--check-tiny", default="", help="path of the pair_selection binary: the ctest")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     if args.check_tiny:
         return check_tiny(args)
+    if args.table_from:  # the comparison table from an earlier (possibly stopped) run's --out
+        with open(args.table_from) as f:
+            points = [json.loads(l) for l in f if l.strip()]
+        table, worst = compare(read_metrics(args.compare), points)
+        print(table)
+        print(f"largest |ours - reference| over the table: {worst:.2f} points")
+        return 0
     if not args.export:
         ap.error("--export DIR (or --check-tiny BINARY) is required")
     return main_run(args)

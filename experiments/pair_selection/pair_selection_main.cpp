@@ -86,6 +86,8 @@ class PairSelectionStudy : public exp::Study {
              "fused batch-16 MLP has no CUDA path); use --device cpu");
     MN_CHECK(f.i64("knn") <= f.i64("budget") && f.i64("exploit-div") >= 1, "--knn ", f.i64("knn"),
              " must not exceed --budget ", f.i64("budget"));
+    MN_CHECK(f.i64("eval-every") <= f.i64("epochs"), "--eval-every ", f.i64("eval-every"),
+             " exceeds --epochs ", f.i64("epochs"), ": no evaluation would run, so there would be nothing to report");
     MN_CHECK(!f.flag("export-trace") || !f.str("export-dir").empty(), "--export-trace",
              "needs --export-dir (where the traces go)");
   }

@@ -672,6 +672,14 @@ TEST(PairSelection, DriverSmokeRunOnMnist) {
   EXPECT_EQ(tables(ss2.str()), tables(ss.str()));
   // A bad flag is one clean line and a non-zero status.
   EXPECT_NE(std::system(("'" + bin + "' --method nope > /dev/null 2>&1").c_str()), 0);
+  // No evaluation within --epochs: refused naming the flag (it used to crash after training).
+  const std::string bad = out.string() + "_bad.log";
+  EXPECT_NE(std::system(("'" + bin + "' --epochs 1 --eval-every 5 --out-dir '" + out.string() + "_bad' > '" +
+                         bad + "' 2>&1").c_str()), 0);
+  std::ifstream bl(bad);
+  std::stringstream bs;
+  bs << bl.rdbuf();
+  EXPECT_NE(bs.str().find("--eval-every"), std::string::npos) << bs.str();
 }
 
 // --summarise of a damaged metrics file: a clear error naming the file and the
