@@ -51,6 +51,9 @@ GRID = {
     # epoch 25 on, far above the paper's early checkpoints.
     "S1": ["--lr", "5e-3"],
     "S3": ["--optimizer", "rmsprop", "--lr", "1.5e-4"],
+    # S4 after S3 (lr 1.5e-4: +6.8 / +4.5 / +4.3 / +3.5) bracketed I from above: the rate between.
+    # Run after the six-method run (too late to change the reading that run used).
+    "S4": ["--optimizer", "rmsprop", "--lr", "1.2e-4"],
     # G's BASE rows are not rerun: they are the 10-fold run of 2026-11-27-pace/full_lr2e-2
     # (the same code path, seed and folds), copied to G/base/metrics.jsonl (BASE lines only).
     "G": ["--lr", "2e-2"],
