@@ -18,6 +18,7 @@
 // metrics.jsonl: --resume reruns only the others (a run is deterministic given
 // its method, fold and seed), and --summarise turns complete folds into results.
 #include <atomic>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -28,6 +29,8 @@
 
 #include "data/idx.h"
 #include "experiments/common/harness.h"
+#include "experiments/pair_selection/export.h"
+#include "experiments/pair_selection/options.h"
 #include "experiments/pair_selection/report.h"
 #include "runtime/error.h"
 #include "runtime/parallel.h"
@@ -38,8 +41,10 @@ using namespace mn::pairsel;
 
 namespace {
 
-// Pixels as floats divided by `divisor` (255: [0, 1]; 1: the IDX bytes' 0..255).
-Examples to_examples(const data::ImageDataset& ds, const std::vector<int64_t>& idx, float divisor) {
+// Pixels as floats divided by `divisor` (255: [0, 1]; 1: the IDX bytes' 0..255),
+// each row then scaled to unit L2 norm when `l2` (--inputs l2).
+Examples to_examples(const data::ImageDataset& ds, const std::vector<int64_t>& idx, float divisor,
+                     bool l2 = false) {
   Examples ex;
   ex.dim = ds.height() * ds.width();
   ex.classes = static_cast<int32_t>(ds.num_classes());
@@ -49,11 +54,18 @@ Examples to_examples(const data::ImageDataset& ds, const std::vector<int64_t>& i
     for (int64_t k = 0; k < ex.dim; ++k)
       ex.x[i * ex.dim + k] = px[idx[i] * ex.dim + k] / divisor;
     ex.y.push_back(ds.labels[idx[i]]);
+    if (l2) {
+      double s = 0.0;
+      for (int64_t k = 0; k < ex.dim; ++k) s += double(ex.x[i * ex.dim + k]) * ex.x[i * ex.dim + k];
+      const float inv = s > 0.0 ? static_cast<float>(1.0 / std::sqrt(s)) : 0.0f;
+      for (int64_t k = 0; k < ex.dim; ++k) ex.x[i * ex.dim + k] *= inv;
+    }
   }
   return ex;
 }
 
 float pixel_divisor(const exp::Flags& f) { return f.str("inputs") == "raw" ? 1.0f : 255.0f; }
+bool l2_rows(const exp::Flags& f) { return f.str("inputs") == "l2"; }
 
 class PairSelectionStudy : public exp::Study {
  public:
@@ -64,34 +76,7 @@ class PairSelectionStudy : public exp::Study {
   }
   bool epoch_shaped() const override { return false; }
 
-  void declare_flags(exp::Flags& f) override {
-    f.add_string("method", "all", "which methods to run",
-                 {"all", "base", "base-ordered", "dyne", "dyne-ordered", "dynee", "dynee-ordered"});
-    f.add_int("folds", 10, "folds (seeded stratified subsamples), each tested on the full test set", 1, 1000);
-    f.add_int("budget", 600, "training images per fold (1 % of MNIST's 60,000)", 20, 60000);
-    f.add_int("epochs", 100, "training epochs", 1, 100000);
-    f.add_int("cycle", 5, "epochs per pair-selection cycle (DynE, DynEE; the re-ordering of DynE*, DynEE*)", 1, 100000);
-    f.add_int("eval-every", 5, "test accuracy every this many epochs", 1, 100000);
-    f.add_int("batch", 16, "pairs per SGD step", 1, 100000);
-    f.add_double("lr", 1e-3, "SGD learning rate", 0.0, 1e3);
-    f.add_double("momentum", 0.8, "SGD momentum (Keras form: v = mu v - lr g)", 0.0, 0.999999);
-    f.add_string("optimizer", "sgd", "sgd (with --momentum; the authors' LMRD code) or rmsprop (Keras 1.2's, "
-                 "rho --rho, eps 1e-8: the optimiser of Keras's mnist_siamese example)", {"sgd", "rmsprop"});
-    f.add_double("rho", 0.9, "rmsprop: decay of the squared-gradient average", 0.0, 0.999999);
-    f.add_double("dropout", 0.2, "dropout after each hidden layer but the last", 0.0, 0.99);
-    f.add_string("inputs", "unit", "pixel scale: unit ([0, 1], the Keras mnist_siamese example's) or raw (0..255, "
-                 "the IDX bytes unscaled; the paper does not say)", {"unit", "raw"});
-    f.add_double("margin", 1.0, "contrastive margin M, also the vote's genuine threshold D < M", 1e-9, 1e9);
-    f.add_int("width", 300, "units per dense layer", 1, 100000);
-    f.add_int("layers", 3, "dense layers (ReLU after each)", 1, 100);
-    f.add_int("exploit-div", 6, "DynEE replaces the |P| / this highest-loss pairs (MNIST: |P|/6)", 1, 1000000);
-    f.add_int("knn", 5, "neighbourhood size k of the complexity measure (Eq. 6), self included", 1, 1000);
-    f.add_double("alpha", 0.05, "significance level of the one-tailed paired t-test", 1e-9, 0.5);
-    f.add_int("threads", 0, "runs in parallel (0: the thread pool's size, MN_NUM_THREADS or all cores)", 0, 1024);
-    f.add_string("data-dir", "", "MNIST IDX folder (default: $MN_DATA_DIR, ./datasets or ../shared/datasets, subfolder mnist)");
-    f.add_string("summarise", "", "no training: write results.md, results.json and figure2.png in --out-dir "
-                 "from this metrics.jsonl of an earlier (possibly stopped) study: its complete folds");
-  }
+  void declare_flags(exp::Flags& f) override { declare_study_flags(f); }
 
   void check_flags(const exp::Flags& f, bool) const override {
     MN_CHECK(!(f.flag("resume") && !f.str("summarise").empty()), "--resume and --summarise exclude each other: "
@@ -101,6 +86,10 @@ class PairSelectionStudy : public exp::Study {
              "fused batch-16 MLP has no CUDA path); use --device cpu");
     MN_CHECK(f.i64("knn") <= f.i64("budget") && f.i64("exploit-div") >= 1, "--knn ", f.i64("knn"),
              " must not exceed --budget ", f.i64("budget"));
+    MN_CHECK(f.i64("eval-every") <= f.i64("epochs"), "--eval-every ", f.i64("eval-every"),
+             " exceeds --epochs ", f.i64("epochs"), ": no evaluation would run, so there would be nothing to report");
+    MN_CHECK(!f.flag("export-trace") || !f.str("export-dir").empty(), "--export-trace",
+             "needs --export-dir (where the traces go)");
   }
 
   void setup(exp::RunContext& ctx) override {
@@ -111,21 +100,8 @@ class PairSelectionStudy : public exp::Study {
   int run(exp::RunContext& ctx) override {
     const exp::Flags& f = ctx.flags();
     if (!f.str("summarise").empty()) return summarise_only(ctx);
-    StudyConfig cfg;
-    cfg.epochs = static_cast<int>(f.i64("epochs"));
-    cfg.cycle = static_cast<int>(f.i64("cycle"));
-    cfg.eval_every = static_cast<int>(f.i64("eval-every"));
-    cfg.exploit_div = f.i64("exploit-div");
-    cfg.knn = static_cast<int>(f.i64("knn"));
+    StudyConfig cfg = study_config(f);
     cfg.seed = ctx.seed();
-    cfg.mlp.batch = f.i64("batch");
-    cfg.mlp.lr = f.f64("lr");
-    cfg.mlp.momentum = f.f64("momentum");
-    cfg.mlp.rmsprop = f.str("optimizer") == "rmsprop";
-    cfg.mlp.rho = f.f64("rho");
-    cfg.mlp.dropout = f.f64("dropout");
-    cfg.mlp.margin = f.f64("margin");
-    cfg.mlp.hidden.assign(static_cast<size_t>(f.i64("layers")), f.i64("width"));
     const int folds = static_cast<int>(f.i64("folds"));
     std::vector<Method> methods;
     if (f.str("method") == "all")
@@ -137,14 +113,20 @@ class PairSelectionStudy : public exp::Study {
     const auto mnist = data::load_mnist_family(dir);
     std::vector<int64_t> all_test(static_cast<size_t>(mnist.test.size()));
     for (size_t i = 0; i < all_test.size(); ++i) all_test[i] = static_cast<int64_t>(i);
-    const Examples test = to_examples(mnist.test, all_test, pixel_divisor(f));
+    const Examples test = to_examples(mnist.test, all_test, pixel_divisor(f), l2_rows(f));
     cfg.mlp.input = test.dim;
     std::vector<Examples> fold_train;
+    std::vector<std::vector<int64_t>> fold_idx;
+    std::vector<std::vector<Pair>> first_pairs;
     for (int k = 0; k < folds; ++k) {
       Generator g(fold_seed(cfg.seed, k, 0), 0);
-      fold_train.push_back(
-          to_examples(mnist.train, stratified_sample(mnist.train.labels, f.i64("budget"), g), pixel_divisor(f)));
+      fold_idx.push_back(stratified_sample(mnist.train.labels, f.i64("budget"), g));
+      fold_train.push_back(to_examples(mnist.train, fold_idx.back(), pixel_divisor(f), l2_rows(f)));
+      Generator pg(fold_seed(cfg.seed, k, 2), 0);  // run_fold's first draw from its pair stream
+      first_pairs.push_back(random_pairs(fold_train.back().y, pg));
     }
+    const std::string export_dir = f.str("export-dir");
+    if (!export_dir.empty()) export_folds(export_dir, f.to_json(), fold_idx, first_pairs);
 
     struct Job {
       Method m;
@@ -204,8 +186,12 @@ class PairSelectionStudy : public exp::Study {
             break;
           }
         }
-        RunResult r = run_fold(jobs[j].m, jobs[j].fold, cfg, fold_train[jobs[j].fold], test);
+        RunTrace trace;
+        const bool tracing = f.flag("export-trace");
+        RunResult r = run_fold(jobs[j].m, jobs[j].fold, cfg, fold_train[jobs[j].fold], test,
+                               tracing ? &trace : nullptr);
         std::lock_guard<std::mutex> lock(mu);
+        if (tracing) export_trace(export_dir, r.method, r.fold, trace, r.method == methods.front());
         for (const EvalPoint& p : r.points) {
           exp::Json line;
           line["method"] = method_label(r.method);

@@ -95,8 +95,7 @@ MN_PS_CLONES void sgd_momentum(float* __restrict w, float* __restrict v, const f
 
 // Keras 1.2 RMSprop: a = rho a + (1 - rho) g^2; w -= lr g / (sqrt(a) + eps).
 MN_PS_CLONES void rmsprop(float* __restrict w, float* __restrict a, const float* __restrict g, int64_t n,
-                          float lr, float rho) {
-  constexpr float eps = 1e-8f;
+                          float lr, float rho, float eps) {
   for (int64_t i = 0; i < n; ++i) {
     a[i] = rho * a[i] + (1.0f - rho) * g[i] * g[i];
     w[i] -= lr * g[i] / (std::sqrt(a[i]) + eps);
@@ -165,20 +164,34 @@ SiameseMlp::SiameseMlp(const MlpConfig& cfg, uint64_t seed) : cfg_(cfg), seed_(s
     MN_CHECK(h > 0, "pair_selection: MLP", "layer width ", h);
     dims_.push_back(h);
   }
+  MN_CHECK(cfg.eps > 0.0 && cfg.beta1 >= 0.0 && cfg.beta1 < 1.0 && cfg.beta2 >= 0.0 && cfg.beta2 < 1.0,
+           "pair_selection: optimiser", "eps ", cfg.eps, ", beta1 ", cfg.beta1, ", beta2 ", cfg.beta2,
+           " (need eps > 0 and betas in [0, 1))");
   const size_t L = cfg.hidden.size();
   const int64_t R = 2 * cfg.batch;
   Generator g(seed, 0);
   for (size_t l = 0; l < L; ++l) {
     const int64_t in = dims_[l], out = dims_[l + 1];
-    const double limit = std::sqrt(6.0 / static_cast<double>(in + out));  // Glorot uniform
+    // Glorot uniform (Keras): U(+-sqrt(6 / (in + out))), zero bias. PyTorch's
+    // nn.Linear: kaiming_uniform_(a = sqrt 5) gives U(+-1 / sqrt(in)) for the
+    // weights, and its bias is U(+-1 / sqrt(in)) too.
+    const bool torch = cfg.init == Init::Torch;
+    const double limit = torch ? 1.0 / std::sqrt(static_cast<double>(in))
+                               : std::sqrt(6.0 / static_cast<double>(in + out));
     std::vector<float> w(static_cast<size_t>(in * out));
     for (float& v : w) v = static_cast<float>((2.0 * g.next_uniform() - 1.0) * limit);
     w_.push_back(std::move(w));
     b_.emplace_back(out, 0.0f);
+    if (torch)
+      for (float& v : b_.back()) v = static_cast<float>((2.0 * g.next_uniform() - 1.0) * limit);
     gw_.emplace_back(in * out, 0.0f);
     gb_.emplace_back(out, 0.0f);
     vw_.emplace_back(in * out, 0.0f);
     vb_.emplace_back(out, 0.0f);
+    if (cfg.optimizer == Optimizer::Adam) {
+      sw_.emplace_back(in * out, 0.0f);
+      sb_.emplace_back(out, 0.0f);
+    }
     a_.emplace_back(R * out, 0.0f);
     grad_.emplace_back(R * out, 0.0f);
     eval_a_.emplace_back(kEvalRows * out, 0.0f);
@@ -190,6 +203,17 @@ SiameseMlp::SiameseMlp(const MlpConfig& cfg, uint64_t seed) : cfg_(cfg), seed_(s
   csr_.ptr.assign(static_cast<size_t>(R + 1), 0);
   csr_.col.assign(static_cast<size_t>(R * cfg.input), 0);
   csr_.val.assign(static_cast<size_t>(R * cfg.input), 0.0f);
+  if (cfg.optimizer == Optimizer::Adam) {
+    // The vectors are sized above and never reallocated: the plan keeps their pointers.
+    std::vector<kernels::MultiTensorDesc> descs;
+    for (size_t l = 0; l < L; ++l) {
+      descs.push_back({w_[l].data(), gw_[l].data(), vw_[l].data(), sw_[l].data(),
+                       static_cast<int64_t>(w_[l].size())});
+      descs.push_back({b_[l].data(), gb_[l].data(), vb_[l].data(), sb_[l].data(),
+                       static_cast<int64_t>(b_[l].size())});
+    }
+    adam_plan_.set(descs);
+  }
   // Dropout draws use their own Philox key so they never overlap the init stream.
   seed_ = seed ^ 0x9E3779B97F4A7C15ull;
 }
@@ -281,11 +305,23 @@ double SiameseMlp::step(const uint8_t* impostor, int64_t nb, bool train, bool sp
 
 void SiameseMlp::sgd_step() {
   const float lr = static_cast<float>(cfg_.lr), mu = static_cast<float>(cfg_.momentum);
-  if (cfg_.rmsprop) {
-    const float rho = static_cast<float>(cfg_.rho);
+  if (cfg_.optimizer == Optimizer::Adam) {
+    // The library's fused Adam (nn::Adam's kernel), on this net's own buffers.
+    kernels::AdamHyper h;
+    h.lr = cfg_.lr;
+    h.beta1 = cfg_.beta1;
+    h.beta2 = cfg_.beta2;
+    h.eps = cfg_.eps;
+    h.step = ++adam_t_;
+    kernels::adam_step_cpu<float>(adam_plan_.descs().data(), adam_plan_.chunks().data(),
+                                  adam_plan_.num_chunks(), h);
+    return;
+  }
+  if (cfg_.optimizer == Optimizer::RmsProp) {
+    const float rho = static_cast<float>(cfg_.rho), eps = static_cast<float>(cfg_.eps);
     for (size_t l = 0; l < w_.size(); ++l) {
-      rmsprop(w_[l].data(), vw_[l].data(), gw_[l].data(), static_cast<int64_t>(w_[l].size()), lr, rho);
-      rmsprop(b_[l].data(), vb_[l].data(), gb_[l].data(), static_cast<int64_t>(b_[l].size()), lr, rho);
+      rmsprop(w_[l].data(), vw_[l].data(), gw_[l].data(), static_cast<int64_t>(w_[l].size()), lr, rho, eps);
+      rmsprop(b_[l].data(), vb_[l].data(), gb_[l].data(), static_cast<int64_t>(b_[l].size()), lr, rho, eps);
     }
     return;
   }

@@ -11,7 +11,10 @@
 // loss and gradients against nn::contrastive_loss through the autograd tape.
 //
 // Conventions (chosen to match Keras 1.2 / the authors' code):
-// - weights Glorot-uniform, biases zero; weight stored (in, out) so y = x W + b;
+// - weights Glorot-uniform, biases zero (Keras 1.2's Dense), or PyTorch's
+//   nn.Linear default (kaiming_uniform_(a = sqrt 5) = U(+-1/sqrt(fan_in)) for
+//   the weights and the same bound for the biases); weight stored (in, out) so
+//   y = x W + b;
 // - inverted dropout (kept activations scaled by 1 / (1 - p)); each branch of a
 //   pair draws its own mask (Keras applies the shared model twice);
 // - loss = mean over the batch of (1 - Y) D^2 + Y max(0, M - D)^2, without
@@ -19,14 +22,21 @@
 //   D = sqrt(max(|e1 - e2|^2, eps)), eps = 1e-12 as kernels::kDistEps;
 // - SGD momentum as Keras: v = mu v - lr g; w += v; or RMSprop as Keras 1.2
 //   (the optimiser of Keras's mnist_siamese example): a = rho a + (1 - rho) g^2;
-//   w -= lr g / (sqrt(a) + eps), eps = 1e-8.
+//   w -= lr g / (sqrt(a) + eps), eps = 1e-8; or Adam through the library's
+//   fused step (kernels/optim.h, PyTorch's form: bias-corrected moments,
+//   p -= lr / (1 - b1^t) m / (sqrt(v) / sqrt(1 - b2^t) + eps); Keras 1.2 puts
+//   eps next to the uncorrected sqrt(v), a difference of order eps).
 #pragma once
 #include <cstdint>
 #include <vector>
 
 #include "experiments/pair_selection/pairs.h"
+#include "kernels/optim.h"
 
 namespace mn::pairsel {
+
+enum class Optimizer { Sgd, RmsProp, Adam };
+enum class Init { Glorot, Torch };  // Keras 1.2 Dense / PyTorch nn.Linear defaults
 
 struct MlpConfig {
   int64_t input = 784;
@@ -35,14 +45,20 @@ struct MlpConfig {
   double margin = 1.0;
   double lr = 1e-3;
   double momentum = 0.8;
-  bool rmsprop = false;  // false: SGD with momentum
+  Optimizer optimizer = Optimizer::Sgd;
   double rho = 0.9;      // RMSprop's decay of the squared-gradient average
+  double beta1 = 0.9, beta2 = 0.999;  // Adam's moment decays
+  double eps = 1e-8;     // RMSprop's and Adam's denominator epsilon
+  Init init = Init::Glorot;
   int64_t batch = 16;    // pairs per step
 };
 
 class SiameseMlp {
  public:
   SiameseMlp(const MlpConfig& cfg, uint64_t seed);
+  // Not copyable: Adam's plan holds pointers into this net's buffers.
+  SiameseMlp(const SiameseMlp&) = delete;
+  SiameseMlp& operator=(const SiameseMlp&) = delete;
 
   // One epoch over `pairs` of the n rows of `x` (n, input), in the given order
   // (callers shuffle or not), batches of cfg.batch pairs (the last one may be
@@ -93,7 +109,10 @@ class SiameseMlp {
   MlpConfig cfg_;
   uint64_t seed_, rng_block_ = 0;
   std::vector<int64_t> dims_;                       // input, hidden...
-  std::vector<std::vector<float>> w_, b_, gw_, gb_, vw_, vb_;  // v: momentum, or RMSprop's average
+  std::vector<std::vector<float>> w_, b_, gw_, gb_, vw_, vb_;  // v: momentum, RMSprop's average or Adam's m
+  std::vector<std::vector<float>> sw_, sb_;  // Adam's second moments
+  kernels::MultiTensorPlan adam_plan_;       // Adam: (w, b) of every layer, built once
+  int64_t adam_t_ = 0;                       // Adam's step count
   // Training buffers for R = 2 * batch rows (left members, then right): x_
   // (R, in); a_[l] (R, out_l) the layer's output after ReLU and dropout (its
   // sign is all the backward needs: a kept unit > 0 had z > 0); grad_[l] (R,

@@ -50,14 +50,34 @@ uint64_t fold_seed(uint64_t seed, int fold, uint64_t stream) {
   return z ^ (z >> 31);
 }
 
+std::vector<float> prototypes(SiameseMlp& net, Prototype kind, const Examples& train,
+                              const std::vector<float>& input_centroids,
+                              const std::vector<float>& train_emb) {
+  const int64_t E = net.embedding_dim();
+  if (kind == Prototype::EmbeddingCentroid) {
+    MN_CHECK(static_cast<int64_t>(train_emb.size()) == train.size() * E, "pair_selection: --prototype",
+             "embedding-centroid needs the ", train.size(), " training embeddings, got ",
+             train_emb.size() / std::max<int64_t>(E, 1));
+    return class_centroids(train_emb.data(), train.size(), E, train.y, train.classes);
+  }
+  std::vector<float> out(static_cast<size_t>(train.classes * E));
+  net.embed(input_centroids.data(), train.classes, out.data());
+  return out;
+}
+
 RunResult run_fold(Method method, int fold, const StudyConfig& cfg, const Examples& train,
-                   const Examples& test) {
+                   const Examples& test, RunTrace* trace) {
   const auto t0 = std::chrono::steady_clock::now();
   MN_CHECK(cfg.cycle > 0 && cfg.epochs > 0 && cfg.eval_every > 0, "pair_selection",
            "epochs ", cfg.epochs, ", cycle ", cfg.cycle, ", eval every ", cfg.eval_every);
   MN_CHECK(train.dim == cfg.mlp.input && test.dim == cfg.mlp.input, "pair_selection",
            "input width ", train.dim, " / ", test.dim, " but the MLP takes ", cfg.mlp.input);
   SiameseMlp net(cfg.mlp, fold_seed(cfg.seed, fold, 1));
+  if (trace)
+    for (size_t l = 0; l < cfg.mlp.hidden.size(); ++l) {
+      trace->weights.push_back(net.weight(l));
+      trace->biases.push_back(net.bias(l));
+    }
   Generator pair_rng(fold_seed(cfg.seed, fold, 2), 0);
   // The epoch shuffles draw from a stream of their own so that every method's
   // pair sets come from the same sequence as far as their logic allows.
@@ -67,7 +87,6 @@ RunResult run_fold(Method method, int fold, const StudyConfig& cfg, const Exampl
   std::vector<float> test_emb(static_cast<size_t>(test.size() * E));
   const std::vector<float> centroids =
       class_centroids(train.x.data(), n, train.dim, train.y, train.classes);
-  std::vector<float> proto_emb(static_cast<size_t>(train.classes * E));
   std::vector<int32_t> proto_class(static_cast<size_t>(train.classes));
   for (int32_t c = 0; c < train.classes; ++c) proto_class[c] = c;
 
@@ -111,10 +130,12 @@ RunResult run_fold(Method method, int fold, const StudyConfig& cfg, const Exampl
     }
     epoch_pairs = pairs;
     if (!method_ordered(method)) shuffle_pairs(epoch_pairs, shuffle_rng);
+    if (trace) trace->epoch_pairs.push_back(epoch_pairs);
     const double loss = net.train_epoch(train.x.data(), n, epoch_pairs);
     if ((epoch + 1) % cfg.eval_every == 0) {
       net.embed(test.x.data(), test.size(), test_emb.data());
-      net.embed(centroids.data(), train.classes, proto_emb.data());
+      if (cfg.prototype == Prototype::EmbeddingCentroid) net.embed(train.x.data(), n, emb.data());
+      const std::vector<float> proto_emb = prototypes(net, cfg.prototype, train, centroids, emb);
       EvalPoint pt;
       pt.epoch = epoch + 1;
       pt.vote = vote_accuracy(test_emb.data(), test.size(), proto_emb.data(), proto_class, E,

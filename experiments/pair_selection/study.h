@@ -22,8 +22,14 @@ const char* method_label(Method m);  // "BASE", "BASE*", ...
 Method method_from_flag(const std::string& s);  // throws for an unknown name
 bool method_ordered(Method m);
 
+// The vote's class prototypes (Eqs. 4-5): the embedding of each class's mean
+// training image (the authors' LMRD code: class centroids of the inputs, then
+// embedded) or the mean of the class's embedded training images.
+enum class Prototype { InputCentroid, EmbeddingCentroid };
+
 struct StudyConfig {
   MlpConfig mlp;
+  Prototype prototype = Prototype::InputCentroid;
   int epochs = 100;
   int cycle = 5;             // epochs per pair-selection cycle
   int eval_every = 5;        // test accuracy every this many epochs
@@ -48,6 +54,14 @@ struct EvalPoint {
   int64_t genuine_pairs = 0;  // genuine pairs in the epoch's set (exploit pairs vary)
 };
 
+// Optional record of a run for the PyTorch reference's replay check
+// (bench/references/pair_selection_torch.py --replay): the initial weights and
+// every epoch's training pairs in the order they were trained.
+struct RunTrace {
+  std::vector<std::vector<float>> weights, biases;  // per layer: (in, out), (out)
+  std::vector<std::vector<Pair>> epoch_pairs;        // (epochs) x (|P|)
+};
+
 struct RunResult {
   Method method = Method::Base;
   int fold = 0;
@@ -59,7 +73,15 @@ struct RunResult {
 uint64_t fold_seed(uint64_t seed, int fold, uint64_t stream);
 
 // Trains and evaluates one method on one fold's training examples.
+// `trace` (optional) receives the initial weights and each epoch's pairs.
 RunResult run_fold(Method method, int fold, const StudyConfig& cfg, const Examples& train,
-                   const Examples& test);
+                   const Examples& test, RunTrace* trace = nullptr);
+
+// The prototypes (classes, E) in the current embedding: embedded input
+// centroids or centroids of the embedded training rows. `train_emb` (n, E)
+// must hold the current embeddings of `train` for EmbeddingCentroid.
+std::vector<float> prototypes(SiameseMlp& net, Prototype kind, const Examples& train,
+                              const std::vector<float>& input_centroids,
+                              const std::vector<float>& train_emb);
 
 }  // namespace mn::pairsel

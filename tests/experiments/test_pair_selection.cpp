@@ -12,11 +12,15 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <tuple>
 #include <sstream>
 
 #include "autograd/ops.h"
 #include "autograd/ops_layers.h"
 #include "autograd/ops_matmul.h"
+#include "experiments/common/flags.h"
+#include "experiments/pair_selection/export.h"
+#include "experiments/pair_selection/options.h"
 #include "experiments/pair_selection/pairs.h"
 #include "experiments/pair_selection/report.h"
 #include "experiments/pair_selection/siamese_mlp.h"
@@ -306,7 +310,7 @@ TEST(PairSelection, OptimisersFollowKerasUpdateRules) {
     cfg.dropout = 0.0;
     cfg.lr = 0.05;
     cfg.momentum = 0.8;
-    cfg.rmsprop = rms;
+    cfg.optimizer = rms ? Optimizer::RmsProp : Optimizer::Sgd;
     cfg.rho = 0.9;
     SiameseMlp net(cfg, 7), twin(cfg, 7);
     const int64_t n = 8, in = 6, nb = 4;
@@ -359,6 +363,212 @@ TEST(PairSelection, OptimisersFollowKerasUpdateRules) {
       for (float v : net.bias(l)) bias_norm += std::abs(v);
     EXPECT_GT(bias_norm, 1e-4) << (rms ? "rmsprop" : "sgd");
   }
+}
+
+// RMSprop and Adam against values computed by hand (in double, outside the
+// code) for a one-unit net: input 1, one Dense(1) + ReLU, w = 0.5, b = 0.1,
+// one genuine pair (x = 1, x' = 0.5), lr 0.01. Both units stay active, so
+// e - e' = 0.5 w and dL/dw = 2 (e - e') (1 - 0.5) = 0.5 w (= 0.25 at step 1);
+// dL/db = 0 (the bias cancels in e - e').
+//   RMSprop (rho 0.9, eps 1e-8): a = 0.1 g^2, w -= lr g / (sqrt(a) + eps):
+//     step 1: w = 0.5 - 0.01 / sqrt(0.1)              = 0.46837723
+//     step 2: g = 0.23418861, a = 0.9 a1 + 0.1 g^2     -> w = 0.44615847
+//   Adam (0.9, 0.999, 1e-8), bias-corrected: step 1 moves w by lr: 0.49;
+//     step 2: g = 0.245, m = 0.9 m1 + 0.1 g, v = 0.999 v1 + 0.001 g^2 -> w = 0.48000578
+TEST(PairSelection, RmsPropAndAdamMatchHandComputedSteps) {
+  struct Case {
+    Optimizer opt;
+    float w1, w2;
+  };
+  for (const Case& c : {Case{Optimizer::RmsProp, 0.46837723f, 0.44615847f},
+                        Case{Optimizer::Adam, 0.49000000f, 0.48000578f}}) {
+    MlpConfig cfg;
+    cfg.input = 1;
+    cfg.hidden = {1};
+    cfg.batch = 1;
+    cfg.dropout = 0.0;
+    cfg.lr = 0.01;
+    cfg.optimizer = c.opt;
+    SiameseMlp net(cfg, 3);
+    net.weight(0)[0] = 0.5f;
+    net.bias(0)[0] = 0.1f;
+    const std::vector<float> x = {1.0f, 0.5f};
+    const std::vector<Pair> pairs = {Pair{0, 1, 0}};
+    net.train_epoch(x.data(), 2, pairs);
+    EXPECT_NEAR(net.weight(0)[0], c.w1, 2e-7) << int(c.opt);  // float32 rounding of ~0.5
+    EXPECT_NEAR(net.weight_grad(0)[0], 0.25f, 1e-7);
+    net.train_epoch(x.data(), 2, pairs);
+    EXPECT_NEAR(net.weight(0)[0], c.w2, 3e-7) << int(c.opt);
+    EXPECT_NEAR(net.bias(0)[0], 0.1f, 1e-7);  // zero gradient: no move (eps keeps 0 / 0 away)
+  }
+}
+
+// Every flag of the protocol's open choices reaches the configuration field it names.
+TEST(PairSelection, OpenChoiceFlagsReachTheStudyConfig) {
+  exp::Flags f("pair_selection", "test");
+  declare_study_flags(f);
+  const StudyConfig d = study_config(f);  // the settled reading: the defaults
+  EXPECT_EQ(d.mlp.optimizer, Optimizer::Sgd);
+  EXPECT_EQ(d.mlp.init, Init::Glorot);
+  EXPECT_EQ(d.prototype, Prototype::InputCentroid);
+  EXPECT_DOUBLE_EQ(d.mlp.dropout, 0.2);
+  EXPECT_DOUBLE_EQ(d.mlp.lr, 1e-3);
+  EXPECT_DOUBLE_EQ(d.mlp.momentum, 0.8);
+  const std::vector<std::pair<std::string, std::string>> set = {
+      {"optimizer", "adam"}, {"beta1", "0.7"},   {"beta2", "0.95"}, {"eps", "1e-6"},
+      {"rho", "0.8"},        {"init", "torch"},  {"dropout", "0"},  {"lr", "0.02"},
+      {"momentum", "0.5"},   {"prototype", "embedding-centroid"}};
+  for (const auto& kv : set) f.set(kv.first, kv.second, exp::Flags::Origin::CommandLine, "test");
+  const StudyConfig c = study_config(f);
+  EXPECT_EQ(c.mlp.optimizer, Optimizer::Adam);
+  EXPECT_DOUBLE_EQ(c.mlp.beta1, 0.7);
+  EXPECT_DOUBLE_EQ(c.mlp.beta2, 0.95);
+  EXPECT_DOUBLE_EQ(c.mlp.eps, 1e-6);
+  EXPECT_DOUBLE_EQ(c.mlp.rho, 0.8);
+  EXPECT_EQ(c.mlp.init, Init::Torch);
+  EXPECT_DOUBLE_EQ(c.mlp.dropout, 0.0);
+  EXPECT_DOUBLE_EQ(c.mlp.lr, 0.02);
+  EXPECT_DOUBLE_EQ(c.mlp.momentum, 0.5);
+  EXPECT_EQ(c.prototype, Prototype::EmbeddingCentroid);
+  f.set("optimizer", "rmsprop", exp::Flags::Origin::CommandLine, "test");
+  EXPECT_EQ(study_config(f).mlp.optimizer, Optimizer::RmsProp);
+  // An unknown choice is refused naming the flag.
+  try {
+    f.set("init", "he", exp::Flags::Origin::CommandLine, "test");
+    FAIL() << "--init he accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("init"), std::string::npos) << e.what();
+  }
+}
+
+// --init: Glorot-uniform weights with zero biases, or PyTorch's U(+-1/sqrt(fan_in))
+// for both; each draw fills its range (max |w| near the bound) and stays inside it.
+TEST(PairSelection, InitialisationFollowsTheFlag) {
+  for (const Init init : {Init::Glorot, Init::Torch}) {
+    MlpConfig cfg;
+    cfg.init = init;
+    SiameseMlp net(cfg, 5);  // 784 -> 300 -> 300 -> 300
+    const int64_t dims[] = {784, 300, 300, 300};
+    for (size_t l = 0; l < 3; ++l) {
+      const double bound = init == Init::Torch ? 1.0 / std::sqrt(double(dims[l]))
+                                               : std::sqrt(6.0 / double(dims[l] + dims[l + 1]));
+      double wmax = 0, bmax = 0;
+      for (float v : net.weight(l)) wmax = std::max(wmax, std::abs(double(v)));
+      for (float v : net.bias(l)) bmax = std::max(bmax, std::abs(double(v)));
+      EXPECT_LE(wmax, bound * (1 + 1e-6)) << "layer " << l;
+      EXPECT_GT(wmax, 0.99 * bound) << "layer " << l;  // 90,000+ draws: the top 1 % is reached
+      if (init == Init::Glorot) {
+        EXPECT_EQ(bmax, 0.0) << "layer " << l;
+      } else {
+        EXPECT_LE(bmax, bound * (1 + 1e-6)) << "layer " << l;
+        EXPECT_GT(bmax, 0.9 * bound) << "layer " << l;  // 300 draws: P(all below 0.9) = 0.9^300
+      }
+    }
+  }
+}
+
+// --prototype embedding-centroid: each class's prototype is the mean of its
+// embedded training rows; input-centroid embeds the class's mean row. Through
+// the ReLU net the two differ.
+TEST(PairSelection, EmbeddingCentroidPrototypeIsTheMeanOfEmbeddings) {
+  MlpConfig cfg;
+  cfg.input = 5;
+  cfg.hidden = {7, 4};
+  cfg.init = Init::Torch;
+  SiameseMlp net(cfg, 11);
+  Examples ex;
+  ex.dim = 5;
+  ex.classes = 3;
+  Generator g(2, 0);
+  for (int i = 0; i < 12; ++i) {
+    for (int k = 0; k < 5; ++k) ex.x.push_back(static_cast<float>(2.0 * g.next_uniform() - 0.5));
+    ex.y.push_back(i % 3);
+  }
+  const int64_t E = 4, n = ex.size();
+  std::vector<float> emb(n * E);
+  net.embed(ex.x.data(), n, emb.data());
+  const auto in_cent = class_centroids(ex.x.data(), n, ex.dim, ex.y, ex.classes);
+  const auto by_emb = prototypes(net, Prototype::EmbeddingCentroid, ex, in_cent, emb);
+  const auto by_in = prototypes(net, Prototype::InputCentroid, ex, in_cent, emb);
+  ASSERT_EQ(by_emb.size(), size_t(3 * E));
+  double differ = 0;
+  for (int c = 0; c < 3; ++c) {
+    std::vector<float> one(E);
+    net.embed(in_cent.data() + c * ex.dim, 1, one.data());
+    for (int64_t j = 0; j < E; ++j) {
+      double mean = 0;
+      for (int64_t i = c; i < n; i += 3) mean += emb[i * E + j];  // class c: rows c, c + 3, ...
+      mean /= 4;
+      EXPECT_NEAR(by_emb[c * E + j], mean, 1e-6) << "class " << c;
+      EXPECT_NEAR(by_in[c * E + j], one[j], 1e-6) << "class " << c;
+      differ = std::max(differ, std::abs(double(by_emb[c * E + j]) - by_in[c * E + j]));
+    }
+  }
+  EXPECT_GT(differ, 1e-3);  // the flag changes the prototypes
+  // embedding-centroid without the training embeddings is refused, naming the flag.
+  try {
+    prototypes(net, Prototype::EmbeddingCentroid, ex, in_cent, {});
+    FAIL() << "accepted no embeddings";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("--prototype"), std::string::npos) << e.what();
+  }
+}
+
+// The trace (--export-trace) records the initial weights and each epoch's pairs:
+// BASE trains every epoch on a reshuffle of one set, BASE* on one fixed order.
+TEST(PairSelection, RunTraceRecordsInitAndEpochPairs) {
+  StudyConfig cfg;
+  cfg.mlp.input = 8;
+  cfg.mlp.hidden = {6, 5};
+  cfg.epochs = 4;
+  cfg.cycle = 2;
+  cfg.eval_every = 2;
+  cfg.knn = 3;
+  Examples train, test;
+  train.dim = test.dim = 8;
+  train.classes = test.classes = 3;
+  Generator g(4, 0);
+  for (int i = 0; i < 24; ++i) {
+    for (int k = 0; k < 8; ++k) train.x.push_back(static_cast<float>(g.next_uniform()));
+    train.y.push_back(i % 3);
+  }
+  test = train;
+  auto sorted = [](std::vector<Pair> p) {
+    std::sort(p.begin(), p.end(), [](const Pair& x, const Pair& y) {
+      return std::tie(x.a, x.b, x.impostor) < std::tie(y.a, y.b, y.impostor);
+    });
+    return p;
+  };
+  RunTrace base, ordered;
+  run_fold(Method::Base, 0, cfg, train, test, &base);
+  run_fold(Method::BaseOrdered, 0, cfg, train, test, &ordered);
+  ASSERT_EQ(base.epoch_pairs.size(), 4u);
+  ASSERT_EQ(base.weights.size(), 2u);
+  EXPECT_EQ(base.weights[0].size(), 8u * 6u);
+  EXPECT_EQ(base.weights[0], ordered.weights[0]);  // same fold: same initial weights
+  SiameseMlp fresh(cfg.mlp, fold_seed(cfg.seed, 0, 1));
+  EXPECT_EQ(base.weights[1], fresh.weight(1));
+  const auto first = sorted(base.epoch_pairs[0]);
+  bool reshuffled = false;
+  for (const auto& ep : base.epoch_pairs) {
+    EXPECT_EQ(sorted(ep).size(), first.size());
+    const auto s = sorted(ep);
+    for (size_t i = 0; i < s.size(); ++i) EXPECT_TRUE(s[i].a == first[i].a && s[i].b == first[i].b);
+    reshuffled |= ep[0].a != base.epoch_pairs[0][0].a || ep[1].a != base.epoch_pairs[0][1].a;
+  }
+  EXPECT_TRUE(reshuffled);
+  for (const auto& ep : ordered.epoch_pairs)
+    for (size_t i = 0; i < ep.size(); ++i) EXPECT_TRUE(ep[i].a == ordered.epoch_pairs[0][i].a &&
+                                                       ep[i].b == ordered.epoch_pairs[0][i].b);
+  // Written and read back.
+  const std::string dir = testing::TempDir() + "/mn_ps_trace";
+  std::filesystem::create_directories(dir);
+  export_trace(dir, Method::Base, 0, base, true);
+  const auto back = read_trace(dir + "/trace_base_fold0.txt");
+  ASSERT_EQ(back.size(), 4u);
+  EXPECT_EQ(back[2].size(), base.epoch_pairs[2].size());
+  EXPECT_EQ(back[2][5].b, base.epoch_pairs[2][5].b);
+  EXPECT_EQ(std::filesystem::file_size(dir + "/init_fold0.bin"), (8u * 6u + 6u + 6u * 5u + 5u) * sizeof(float));
 }
 
 namespace {
@@ -462,6 +672,14 @@ TEST(PairSelection, DriverSmokeRunOnMnist) {
   EXPECT_EQ(tables(ss2.str()), tables(ss.str()));
   // A bad flag is one clean line and a non-zero status.
   EXPECT_NE(std::system(("'" + bin + "' --method nope > /dev/null 2>&1").c_str()), 0);
+  // No evaluation within --epochs: refused naming the flag (it used to crash after training).
+  const std::string bad = out.string() + "_bad.log";
+  EXPECT_NE(std::system(("'" + bin + "' --epochs 1 --eval-every 5 --out-dir '" + out.string() + "_bad' > '" +
+                         bad + "' 2>&1").c_str()), 0);
+  std::ifstream bl(bad);
+  std::stringstream bs;
+  bs << bl.rdbuf();
+  EXPECT_NE(bs.str().find("--eval-every"), std::string::npos) << bs.str();
 }
 
 // --summarise of a damaged metrics file: a clear error naming the file and the
