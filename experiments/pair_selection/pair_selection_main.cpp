@@ -118,14 +118,15 @@ class PairSelectionStudy : public exp::Study {
     std::vector<Examples> fold_train;
     std::vector<std::vector<int64_t>> fold_idx;
     std::vector<std::vector<Pair>> first_pairs;
+    const std::string export_dir = f.str("export-dir");  // the folds and first pairs, for the reference
     for (int k = 0; k < folds; ++k) {
       Generator g(fold_seed(cfg.seed, k, 0), 0);
       fold_idx.push_back(stratified_sample(mnist.train.labels, f.i64("budget"), g));
       fold_train.push_back(to_examples(mnist.train, fold_idx.back(), pixel_divisor(f), l2_rows(f)));
+      if (export_dir.empty()) continue;
       Generator pg(fold_seed(cfg.seed, k, 2), 0);  // run_fold's first draw from its pair stream
       first_pairs.push_back(random_pairs(fold_train.back().y, pg));
     }
-    const std::string export_dir = f.str("export-dir");
     if (!export_dir.empty()) export_folds(export_dir, f.to_json(), fold_idx, first_pairs);
 
     struct Job {
