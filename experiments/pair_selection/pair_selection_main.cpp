@@ -129,35 +129,12 @@ class PairSelectionStudy : public exp::Study {
     }
     if (!export_dir.empty()) export_folds(export_dir, f.to_json(), fold_idx, first_pairs);
 
-    struct Job {
-      Method m;
-      int fold;
-    };
     std::vector<Job> jobs;  // fold-major: a stopped study leaves whole folds
     for (int k = 0; k < folds; ++k)
       for (Method m : methods) jobs.push_back({m, k});
     std::vector<RunResult> results(jobs.size());
     std::vector<uint8_t> finished(jobs.size(), 0);
-    size_t restored = 0;
-    if (ctx.resuming()) {
-      // The finished runs are in metrics.jsonl (a run's lines are written at
-      // once when it ends): keep them, drop a run cut short, rerun the rest.
-      const std::string log = ctx.out_path("metrics.jsonl");
-      if (fs::exists(log)) {
-        std::string kept;
-        std::vector<RunResult> prev = read_finished_runs(log, &kept);
-        exp::write_file_atomic(log, kept);
-        for (RunResult& r : prev)
-          for (size_t j = 0; j < jobs.size(); ++j)
-            if (!finished[j] && jobs[j].m == r.method && jobs[j].fold == r.fold) {
-              results[j] = std::move(r);
-              finished[j] = 1;
-              ++restored;
-              break;
-            }
-      }
-      std::printf("pair_selection: resuming, %zu of %zu runs already finished\n", restored, jobs.size());
-    }
+    const size_t restored = restore_finished_runs(ctx, jobs, results, finished);
     // last.safetensors (the configuration, no weights) so a stopped run can --resume.
     ctx.save_progress(nullptr, nullptr, {});
     std::vector<size_t> todo;
@@ -193,19 +170,7 @@ class PairSelectionStudy : public exp::Study {
                                tracing ? &trace : nullptr);
         std::lock_guard<std::mutex> lock(mu);
         if (tracing) export_trace(export_dir, r.method, r.fold, trace, r.method == methods.front());
-        for (const EvalPoint& p : r.points) {
-          exp::Json line;
-          line["method"] = method_label(r.method);
-          line["fold"] = r.fold;
-          line["epoch"] = p.epoch;
-          line["accuracy"] = exp::metric_number(p.vote.accuracy);
-          line["nearest_accuracy"] = exp::metric_number(p.vote.nearest_accuracy);
-          line["abstain_share"] = exp::metric_number(p.vote.abstain_share);
-          line["train_loss"] = exp::metric_number(p.train_loss);
-          line["genuine_pairs"] = p.genuine_pairs;
-          line["seconds"] = exp::metric_number(r.seconds);
-          ctx.log_metrics(line);
-        }
+        log_run(ctx, r);
         ++done;
         ctx.count_step();
         const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -242,6 +207,53 @@ class PairSelectionStudy : public exp::Study {
   }
 
  private:
+  struct Job {
+    Method m;
+    int fold;
+  };
+
+  // --resume: the finished runs are in metrics.jsonl (a run's lines are written at
+  // once when it ends): keep them, drop a run cut short, rerun the rest. Returns how
+  // many runs were restored into `results` (marked in `finished`).
+  static size_t restore_finished_runs(exp::RunContext& ctx, const std::vector<Job>& jobs,
+                                      std::vector<RunResult>& results, std::vector<uint8_t>& finished) {
+    if (!ctx.resuming()) return 0;
+    size_t restored = 0;
+    const std::string log = ctx.out_path("metrics.jsonl");
+    if (fs::exists(log)) {
+      std::string kept;
+      std::vector<RunResult> prev = read_finished_runs(log, &kept);
+      exp::write_file_atomic(log, kept);
+      for (RunResult& r : prev)
+        for (size_t j = 0; j < jobs.size(); ++j)
+          if (!finished[j] && jobs[j].m == r.method && jobs[j].fold == r.fold) {
+            results[j] = std::move(r);
+            finished[j] = 1;
+            ++restored;
+            break;
+          }
+    }
+    std::printf("pair_selection: resuming, %zu of %zu runs already finished\n", restored, jobs.size());
+    return restored;
+  }
+
+  // One metrics.jsonl line per evaluation of a finished run.
+  static void log_run(exp::RunContext& ctx, const RunResult& r) {
+    for (const EvalPoint& p : r.points) {
+      exp::Json line;
+      line["method"] = method_label(r.method);
+      line["fold"] = r.fold;
+      line["epoch"] = p.epoch;
+      line["accuracy"] = exp::metric_number(p.vote.accuracy);
+      line["nearest_accuracy"] = exp::metric_number(p.vote.nearest_accuracy);
+      line["abstain_share"] = exp::metric_number(p.vote.abstain_share);
+      line["train_loss"] = exp::metric_number(p.train_loss);
+      line["genuine_pairs"] = p.genuine_pairs;
+      line["seconds"] = exp::metric_number(r.seconds);
+      ctx.log_metrics(line);
+    }
+  }
+
   static std::string mnist_dir(const std::string& flag) {
     if (!flag.empty())
       return fs::is_directory(fs::path(flag) / "mnist") ? (fs::path(flag) / "mnist").string() : flag;
