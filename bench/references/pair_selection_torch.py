@@ -162,15 +162,23 @@ def random_pairs(y, rng):
     return np.array(out, dtype=np.int64)
 
 
-def knn(emb, k, include_self):
-    """(n, k) nearest rows, Euclidean, ties to the lower index; self first when included."""
+def knn(emb, k, include_self, gaps=False):
+    """(n, k) nearest rows, Euclidean, ties to the lower index; self first when included.
+
+    gaps=True also returns, per row, the relative gap between the farthest neighbour kept
+    and the nearest one left out: a row whose gap is tiny has a neighbour set that float
+    rounding elsewhere (another compiler, another summation order) may change."""
     e = emb.double() if isinstance(emb, torch.Tensor) else torch.from_numpy(np.asarray(emb, np.float64))
     d = torch.cdist(e, e).numpy()
     np.fill_diagonal(d, np.inf)
     idx = np.argsort(d, axis=1, kind="stable")
-    if include_self:
-        return np.concatenate([np.arange(len(d))[:, None], idx[:, :k - 1]], 1)
-    return idx[:, :k]
+    m = k - 1 if include_self else k
+    nbrs = np.concatenate([np.arange(len(d))[:, None], idx[:, :m]], 1) if include_self else idx[:, :m]
+    if not gaps:
+        return nbrs
+    ds = np.take_along_axis(d, idx[:, :m + 1], 1)
+    last = ds[:, m - 1] if m > 0 else np.zeros(len(d))
+    return nbrs, (ds[:, m] - last) / np.maximum(ds[:, m], 1e-30)
 
 
 def complexity(pairs, nbrs, y):
@@ -255,10 +263,23 @@ def replay_checks(method, epoch, cfg, pairs, prev, first, net, xtr, ytr, chk):
         chk.expect(multiset(pairs) == multiset(first), f"{tag}: not the fold's first pair set")
     ordered = method.endswith("ordered")
     if ordered and (epoch == 0 or method != "base-ordered"):
+        # The binary ranks by its own embedding, this file by the replayed net's, which
+        # drifts from it by float rounding (another compiler, FMA contraction, summation
+        # order). Only pairs whose members' neighbour sets no such drift can change are
+        # held to the order: a relative gap of 1e-3 between the last neighbour kept and
+        # the next one left out; at least half the pairs must qualify. (Seen in CI's clang
+        # ASan build, SGD reading, DynEE* epoch 5: a row whose gap was 5e-6 swapped a
+        # neighbour and put 2 pairs out of order, and its check's next smallest gap was
+        # 1e-3; 81-100 % of the pairs qualify in each check of the three readings.)
         space = xtr if method == "base-ordered" else embed(net, xtr)
-        c = complexity(pairs, knn(space, cfg["knn"], True), ytr)
+        nbrs, gap = knn(space, cfg["knn"], True, gaps=True)
+        sure = (gap[pairs[:, 0]] > 1e-3) & (gap[pairs[:, 1]] > 1e-3)
+        c = complexity(pairs, nbrs, ytr)[sure]
         bad = int((np.diff(c) > 1e-12).sum())
-        chk.expect(bad == 0, f"{tag}: {bad} pairs out of easiest-first order")
+        chk.expect(sure.mean() >= 0.5, f"{tag}: only {int(sure.sum())} of {len(pairs)} pairs have "
+                                       "unambiguous neighbour sets")
+        chk.expect(bad == 0, f"{tag}: {bad} of {int(sure.sum())} pairs with unambiguous neighbour "
+                             "sets out of easiest-first order")
     if method.startswith("dynee") and epoch > 0:
         emb = embed(net, xtr)
         losses = pair_losses(emb, prev, cfg["margin"])
