@@ -136,125 +136,156 @@ struct WriteEmit {
   }
 };
 
+// mine_pair's cases, one per miner kind: each emits the negatives of the
+// ordered same-class pair (a, p) (row = dist row a, dap = d(a, p), m = margin).
+template <typename T, typename Emit>
+MN_HD int64_t mine_all(const MinerArgs<T>& A, int64_t la, const T* row, T dap, T m, const Emit& emit) {
+  int64_t c = 0;
+  for (int64_t n = 0; n < A.B; ++n)
+    if (A.labels[n] != la && (!A.p.only_violating || dap - row[n] + m > T(0))) {
+      emit(n);
+      ++c;
+    }
+  return c;
+}
+
+template <typename T, typename Emit>
+MN_HD int64_t mine_semi_hard(const MinerArgs<T>& A, int64_t a, int64_t la, const T* row, T dap, T m,
+                             const Emit& emit) {
+  int64_t best = -1;
+  for (int64_t n = 0; n < A.B; ++n)
+    if (A.labels[n] != la && row[n] > dap && row[n] < dap + m &&
+        (best < 0 || better(row[n], n, row[best], best, false)))
+      best = n;
+  if (best < 0 && A.p.fallback == SemiHardFallback::Hardest) best = A.hn[a];
+  if (best < 0) return 0;
+  emit(best);
+  return 1;
+}
+
+// One negative drawn uniformly among the violating (or semi-hard) ones, by a
+// counter-based draw of (a, p): the same on every device.
+template <typename T, typename Emit>
+MN_HD int64_t mine_random(const MinerArgs<T>& A, int64_t a, int64_t p, int64_t la, const T* row, T dap, T m,
+                          const Emit& emit) {
+  const int64_t B = A.B;
+  const bool semi = A.p.kind == MinerKind::RandomSemiHard;
+  uint64_t c = 0;
+  for (int64_t n = 0; n < B; ++n)
+    if (A.labels[n] != la && (semi ? (row[n] > dap && row[n] < dap + m) : (dap - row[n] + m > T(0)))) ++c;
+  if (c == 0) return 0;
+  const uint32_t u = philox4x32_10(A.seed, A.offset + static_cast<uint64_t>(a) * B + p).v[0];
+  uint64_t r = (static_cast<uint64_t>(u) * c) >> 32;  // uniform in [0, c)
+  for (int64_t n = 0; n < B; ++n)
+    if (A.labels[n] != la && (semi ? (row[n] > dap && row[n] < dap + m) : (dap - row[n] + m > T(0)))) {
+      if (r == 0) {
+        emit(n);
+        return 1;
+      }
+      --r;
+    }
+  return 0;
+}
+
+// One negative per (a, p), drawn by weight.
+template <typename T, typename Emit>
+MN_HD int64_t mine_distance_weighted(const MinerArgs<T>& A, int64_t a, int64_t p, int64_t la, const Emit& emit) {
+  int64_t best = -1;
+  double bestkey = 0;
+  for (int64_t n = 0; n < A.B; ++n) {
+    double key = 0;
+    if (A.labels[n] == la || !dw_wu_key(A, a, p, n, &key)) continue;
+    if (best < 0 || better(key, n, bestkey, best, true)) {
+      best = n;
+      bestkey = key;
+    }
+  }
+  if (best < 0) return 0;  // every negative at or beyond the cutoff: no triplet (as pml)
+  emit(best);
+  return 1;
+}
+
+// k-BSH: the k nearest negatives farther than p.
+template <typename T, typename Emit>
+MN_HD int64_t mine_k_bsh(const MinerArgs<T>& A, int64_t la, const T* row, T dap, const Emit& emit) {
+  int64_t cnt = 0, prev = -1;
+  for (int r = 0; r < A.p.k; ++r) {
+    int64_t best = -1;
+    for (int64_t n = 0; n < A.B; ++n) {
+      if (A.labels[n] == la || !(row[n] > dap)) continue;
+      if (prev >= 0 && !better(row[prev], prev, row[n], n, false)) continue;
+      if (best < 0 || better(row[n], n, row[best], best, false)) best = n;
+    }
+    if (best < 0) break;
+    emit(best);
+    prev = best;
+    ++cnt;
+  }
+  return cnt;
+}
+
+// k-NS: Gumbel-top-k (keys descending, ties by index).
+template <typename T, typename Emit>
+MN_HD int64_t mine_k_ns(const MinerArgs<T>& A, int64_t a, int64_t p, int64_t la, const Emit& emit) {
+  const double ll = philox_log(A.p.dw_lambda > 1e-300 ? A.p.dw_lambda : 1e-300);
+  int64_t cnt = 0, prev = -1;
+  double prevkey = 0;
+  for (int r = 0; r < A.p.k; ++r) {
+    int64_t best = -1;
+    double bestkey = 0;
+    for (int64_t n = 0; n < A.B; ++n) {
+      if (A.labels[n] == la) continue;
+      const double key = dw_key(A, a, p, n, ll);
+      if (prev >= 0 && !better(prevkey, prev, key, n, true)) continue;
+      if (best < 0 || better(key, n, bestkey, best, true)) {
+        best = n;
+        bestkey = key;
+      }
+    }
+    if (best < 0) break;
+    emit(best);
+    prev = best;
+    prevkey = bestkey;
+    ++cnt;
+  }
+  return cnt;
+}
+
+// The k-triplets miners: only the anchor's chosen positives; their negatives listed
+// by the pre-pass, or searched here (BSH, NS).
+template <typename T, typename Emit>
+MN_HD int64_t mine_k(const MinerArgs<T>& A, int64_t a, int64_t p, int64_t la, const T* row, T dap,
+                     const Emit& emit) {
+  const int k = A.p.k;
+  bool chosen = false;
+  for (int64_t r = 0; r < A.npos[a]; ++r) chosen = chosen || A.possel[a * k + r] == p;
+  if (!chosen) return 0;
+  if (k_neg_listed(A.p.kminer)) {
+    for (int64_t r = 0; r < A.nneg[a]; ++r) emit(A.negsel[a * k + r]);
+    return A.nneg[a];
+  }
+  if (A.p.kminer == KMiner::BSH) return mine_k_bsh(A, la, row, dap, emit);
+  return mine_k_ns(A, a, p, la, emit);
+}
+
 // The negatives of the ordered pair (a, p), emitted in order; returns how many.
 template <typename T, typename Emit>
 MN_HD int64_t mine_pair(const MinerArgs<T>& A, int64_t a, int64_t p, const Emit& emit) {
-  const int64_t B = A.B;
   const int64_t la = A.labels[a];
   if (a == p || A.labels[p] != la || (A.p.unordered_positives && p < a)) return 0;
-  const T* row = A.dist + a * B;
+  const T* row = A.dist + a * A.B;
   const T dap = row[p], m = T(A.p.margin);
   switch (A.p.kind) {
-    case MinerKind::AllTriplets: {
-      int64_t c = 0;
-      for (int64_t n = 0; n < B; ++n)
-        if (A.labels[n] != la && (!A.p.only_violating || dap - row[n] + m > T(0))) {
-          emit(n);
-          ++c;
-        }
-      return c;
-    }
+    case MinerKind::AllTriplets: return mine_all(A, la, row, dap, m, emit);
     case MinerKind::BatchHard:
       if (p != A.hp[a] || A.hn[a] < 0) return 0;
       emit(A.hn[a]);
       return 1;
-    case MinerKind::SemiHard: {
-      int64_t best = -1;
-      for (int64_t n = 0; n < B; ++n)
-        if (A.labels[n] != la && row[n] > dap && row[n] < dap + m &&
-            (best < 0 || better(row[n], n, row[best], best, false)))
-          best = n;
-      if (best < 0 && A.p.fallback == SemiHardFallback::Hardest) best = A.hn[a];
-      if (best < 0) return 0;
-      emit(best);
-      return 1;
-    }
+    case MinerKind::SemiHard: return mine_semi_hard(A, a, la, row, dap, m, emit);
     case MinerKind::RandomViolating:
-    case MinerKind::RandomSemiHard: {
-      const bool semi = A.p.kind == MinerKind::RandomSemiHard;
-      uint64_t c = 0;
-      for (int64_t n = 0; n < B; ++n)
-        if (A.labels[n] != la &&
-            (semi ? (row[n] > dap && row[n] < dap + m) : (dap - row[n] + m > T(0))))
-          ++c;
-      if (c == 0) return 0;
-      const uint32_t u = philox4x32_10(A.seed, A.offset + static_cast<uint64_t>(a) * B + p).v[0];
-      uint64_t r = (static_cast<uint64_t>(u) * c) >> 32;  // uniform in [0, c)
-      for (int64_t n = 0; n < B; ++n)
-        if (A.labels[n] != la &&
-            (semi ? (row[n] > dap && row[n] < dap + m) : (dap - row[n] + m > T(0)))) {
-          if (r == 0) {
-            emit(n);
-            return 1;
-          }
-          --r;
-        }
-      return 0;
-    }
-    case MinerKind::DistanceWeighted: {  // one negative per (a, p), drawn by weight
-      int64_t best = -1;
-      double bestkey = 0;
-      for (int64_t n = 0; n < B; ++n) {
-        double key = 0;
-        if (A.labels[n] == la || !dw_wu_key(A, a, p, n, &key)) continue;
-        if (best < 0 || better(key, n, bestkey, best, true)) {
-          best = n;
-          bestkey = key;
-        }
-      }
-      if (best < 0) return 0;  // every negative at or beyond the cutoff: no triplet (as pml)
-      emit(best);
-      return 1;
-    }
-    case MinerKind::KTriplets: {
-      const int k = A.p.k;
-      bool chosen = false;
-      for (int64_t r = 0; r < A.npos[a]; ++r) chosen = chosen || A.possel[a * k + r] == p;
-      if (!chosen) return 0;
-      if (k_neg_listed(A.p.kminer)) {
-        for (int64_t r = 0; r < A.nneg[a]; ++r) emit(A.negsel[a * k + r]);
-        return A.nneg[a];
-      }
-      if (A.p.kminer == KMiner::BSH) {  // k nearest negatives farther than p
-        int64_t cnt = 0, prev = -1;
-        for (int r = 0; r < k; ++r) {
-          int64_t best = -1;
-          for (int64_t n = 0; n < B; ++n) {
-            if (A.labels[n] == la || !(row[n] > dap)) continue;
-            if (prev >= 0 && !better(row[prev], prev, row[n], n, false)) continue;
-            if (best < 0 || better(row[n], n, row[best], best, false)) best = n;
-          }
-          if (best < 0) break;
-          emit(best);
-          prev = best;
-          ++cnt;
-        }
-        return cnt;
-      }
-      // NS: Gumbel-top-k (keys descending, ties by index).
-      const double ll = philox_log(A.p.dw_lambda > 1e-300 ? A.p.dw_lambda : 1e-300);
-      int64_t cnt = 0, prev = -1;
-      double prevkey = 0;
-      for (int r = 0; r < k; ++r) {
-        int64_t best = -1;
-        double bestkey = 0;
-        for (int64_t n = 0; n < B; ++n) {
-          if (A.labels[n] == la) continue;
-          const double key = dw_key(A, a, p, n, ll);
-          if (prev >= 0 && !better(prevkey, prev, key, n, true)) continue;
-          if (best < 0 || better(key, n, bestkey, best, true)) {
-            best = n;
-            bestkey = key;
-          }
-        }
-        if (best < 0) break;
-        emit(best);
-        prev = best;
-        prevkey = bestkey;
-        ++cnt;
-      }
-      return cnt;
-    }
+    case MinerKind::RandomSemiHard: return mine_random(A, a, p, la, row, dap, m, emit);
+    case MinerKind::DistanceWeighted: return mine_distance_weighted(A, a, p, la, emit);
+    case MinerKind::KTriplets: return mine_k(A, a, p, la, row, dap, emit);
   }
   return 0;
 }

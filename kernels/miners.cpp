@@ -27,6 +27,40 @@ void check_inputs(const char* op, const Tensor& dist, const Tensor& labels) {
            ", dist on ", dist.device().str());
 }
 
+// mine_triplets' CPU path: count per (anchor, positive), scan, fill; the k-triplets
+// miners' pull pairs as (anchor, selected positive) rows. `cap` > 0: a fixed-size output.
+template <typename T>
+void mine_on_cpu(const MinerArgs<T>& A, Tensor& counts, Tensor& offsets, int64_t cap, MinedTriplets& res) {
+  const int64_t B = A.B, k = A.p.k;
+  const Device dev = counts.device();
+  miner_prepass_cpu<T>(A);
+  int64_t* c = counts.data<int64_t>();
+  int64_t* o = offsets.data<int64_t>();
+  miner_count_cpu<T>(A, c);
+  o[0] = 0;
+  for (int64_t i = 0; i < B * B; ++i) o[i + 1] = o[i] + c[i];
+  const int64_t total = o[B * B];
+  MN_CHECK(cap == 0 || total <= cap, "mine_triplets: ", total, " triplets mined from a batch of ", B,
+           ", more than the fixed capacity ", cap, " (MinerParams::capacity: give triplet_capacity() of the "
+           "batch's class sizes)");
+  res.triplets = cap > 0 ? Tensor::zeros({cap, 3}, DType::I64, dev) : Tensor::empty({total, 3}, DType::I64, dev);
+  res.count = Tensor::empty({1}, DType::I64, dev);  // written, not made from host data: no upload on a GPU
+  res.count.data<int64_t>()[0] = total;
+  if (total > 0) miner_fill_cpu<T>(A, o, res.triplets.data<int64_t>());
+  if (A.p.kind != MinerKind::KTriplets) return;
+  std::vector<int64_t> pv;
+  for (int64_t a = 0; a < B; ++a)
+    for (int64_t r = 0; r < A.npos[a]; ++r) {
+      pv.push_back(a);
+      pv.push_back(A.possel[a * k + r]);
+    }
+  const int64_t npairs = static_cast<int64_t>(pv.size() / 2);
+  res.pairs = Tensor::zeros({cap > 0 ? B * k : npairs, 2}, DType::I64, dev);
+  std::copy(pv.begin(), pv.end(), res.pairs.data<int64_t>());
+  res.pair_count = Tensor::empty({1}, DType::I64, dev);
+  res.pair_count.data<int64_t>()[0] = npairs;
+}
+
 }  // namespace
 
 MinedTriplets mine_triplets(const Tensor& dist, const Tensor& labels, const MinerParams& mp,
@@ -108,35 +142,7 @@ MinedTriplets mine_triplets(const Tensor& dist, const Tensor& labels, const Mine
         }
       });
     } else {
-      miner_prepass_cpu<T>(A);
-      int64_t* c = counts.data<int64_t>();
-      int64_t* o = offsets.data<int64_t>();
-      miner_count_cpu<T>(A, c);
-      o[0] = 0;
-      for (int64_t i = 0; i < B * B; ++i) o[i + 1] = o[i] + c[i];
-      const int64_t total = o[B * B];
-      MN_CHECK(cap == 0 || total <= cap, op, ": ", total, " triplets mined from a batch of ", B,
-               ", more than the fixed capacity ", cap, " (MinerParams::capacity: give triplet_capacity() of the "
-               "batch's class sizes)");
-      res.triplets = cap > 0 ? Tensor::zeros({cap, 3}, DType::I64, dev) : Tensor::empty({total, 3}, DType::I64, dev);
-      res.count = Tensor::empty({1}, DType::I64, dev);  // written, not made from host data: no upload on a GPU
-      res.count.data<int64_t>()[0] = total;
-      if (total > 0) miner_fill_cpu<T>(A, o, res.triplets.data<int64_t>());
-      if (mp.kind == MinerKind::KTriplets) {
-        std::vector<int64_t> pv;
-        const int64_t* ps = possel.data<int64_t>();
-        const int64_t* np = npos.data<int64_t>();
-        for (int64_t a = 0; a < B; ++a)
-          for (int64_t r = 0; r < np[a]; ++r) {
-            pv.push_back(a);
-            pv.push_back(ps[a * k + r]);
-          }
-        const int64_t npairs = static_cast<int64_t>(pv.size() / 2);
-        res.pairs = Tensor::zeros({cap > 0 ? B * k : npairs, 2}, DType::I64, dev);
-        std::copy(pv.begin(), pv.end(), res.pairs.data<int64_t>());
-        res.pair_count = Tensor::empty({1}, DType::I64, dev);
-        res.pair_count.data<int64_t>()[0] = npairs;
-      }
+      mine_on_cpu<T>(A, counts, offsets, cap, res);
     }
   });
   return res;
