@@ -202,126 +202,149 @@ Stats SamplingStudy::train_step() {
   MN_CHECK(step < steps, "sampling: step ", step, " beyond the epoch's ", steps);
   const uint64_t global = static_cast<uint64_t>((epoch_ - 1) * steps + step);
   Generator mine_gen(seed_ * 40503ULL + 7, global << 24);  // a pure function of the step: exact resumes
-  const double margin = f_->f64("margin");
-  double loss = 0, acc = 0;
-  int64_t tuples = 0;
-  if (st_.online) {
-    const std::vector<int64_t>& idx = batches_[static_cast<size_t>(step)];
-    const int64_t B = static_cast<int64_t>(idx.size());
-    Tensor labels = labels_tensor(data_->train.y, idx, device_);
-    ag::Variable e = net_->forward(ag::Variable(gather_images(data_->train, idx, data_->side, device_)));
-    // Mining on the detached SQUARED distances (the study's pdist), losses on plain L2.
-    auto mining_distances = [&] { return kernels::pairwise_distance_matrix(e.data(), true); };
-    HostEmb he = host_emb(e.data());
-    if (st_.pairs) {
-      Tensor dist = mining_distances();
-      auto neg = st_.id == Strategy::HardNegativeOnlinePair ? kernels::PairNegatives::Hardest
-                                                             : kernels::PairNegatives::Random;
-      kernels::MinedPairs m = kernels::mine_pairs(dist, labels, neg, &mine_gen);
-      nn::ContrastiveOptions co;
-      co.form = nn::ContrastiveForm::Sampling;
-      co.margin = margin;
-      nn::LossOutput out = nn::contrastive_loss(e, m.pairs, m.is_pos, co);
-      out.loss.backward();
-      loss = out.host_stats().loss;
-      tuples = m.pairs.size(0);
-      const auto pr = host_i64(m.pairs);
-      std::vector<double> dp, dn;
-      for (int64_t k = 0; k < tuples; ++k) (k < m.num_pos ? dp : dn).push_back(he.dist(pr[2 * k], pr[2 * k + 1]));
-      acc = couple_accuracy(dp, dn);
-    } else if (st_.id == Strategy::AllPositiveOnlineTriplet) {
-      // Every triplet (540,000 in a 9 x 25 batch): the fused batch-all loss on
-      // the distance matrix, no triplet list (nn "batch-all", kernels/batch_all.h).
-      if (!batch_all_) {
-        nn::LossConfig lc;
-        lc.margin = margin;
-        lc.unordered_positives = true;
-        batch_all_ = nn::make_loss("batch-all", lc);
-      }
-      nn::LossOutput out = batch_all_->compute(e, labels, nn::Mined{});
-      out.loss.backward();
-      loss = out.host_stats().loss;
-      // Tuples and the study's accuracy (d(a,n) > d(a,p)) over the same triplets, on the host.
-      const auto y = host_i64(labels);
-      int64_t ok = 0;
-      std::vector<double> row(static_cast<size_t>(B));
-      for (int64_t a = 0; a < B; ++a) {
-        for (int64_t j = 0; j < B; ++j) row[j] = he.dist(a, j);  // each distance once per anchor
-        for (int64_t p = a + 1; p < B; ++p) {
-          if (y[p] != y[a]) continue;
-          for (int64_t n = 0; n < B; ++n)
-            if (y[n] != y[a]) {
-              ++tuples;
-              ok += row[n] > row[p];
-            }
-        }
-      }
-      acc = tuples ? static_cast<double>(ok) / static_cast<double>(tuples) : 0.0;
-    } else {
-      kernels::MinedTriplets m = kernels::mine_triplets(mining_distances(), labels, miner_params(), &mine_gen);
-      Tensor trip = m.triplets;
-      if (trip.size(0) == 0) {
-        // The study's selector then takes one triplet: the last class's last
-        // anchor-positive pair with the first image of another class (batches
-        // are class-grouped, so that is (B - 2, B - 1, 0)).
-        trip = Tensor::from_vector(std::vector<int64_t>{B - 2, B - 1, 0}, {1, 3}).to(device_);
-      }
-      nn::TripletLossOptions to;
-      to.kind = nn::TripletKind::MarginL2;
-      to.margin = margin;
-      nn::LossOutput out = nn::triplet_loss(e, trip, to);
-      out.loss.backward();
-      loss = out.host_stats().loss;
-      tuples = trip.size(0);
-      const auto t = host_i64(trip);
-      int64_t ok = 0;
-      for (int64_t k = 0; k < tuples; ++k) ok += he.dist(t[3 * k], t[3 * k + 2]) > he.dist(t[3 * k], t[3 * k + 1]);
-      acc = static_cast<double>(ok) / static_cast<double>(tuples);
-    }
-  } else {
-    const int64_t n = data_->train.size(), b0 = step * f_->i64("batch"), b1 = std::min(n, b0 + f_->i64("batch"));
-    const int64_t m = b1 - b0;
-    std::vector<int64_t> idx(plan_.order.begin() + b0, plan_.order.begin() + b1);
-    idx.insert(idx.end(), plan_.partner.begin() + b0, plan_.partner.begin() + b1);
-    if (!st_.pairs) idx.insert(idx.end(), plan_.negative.begin() + b0, plan_.negative.begin() + b1);
-    ag::Variable e = net_->forward(ag::Variable(gather_images(data_->train, idx, data_->side, device_)));
-    HostEmb he = host_emb(e.data());
-    tuples = m;
-    if (st_.pairs) {
-      std::vector<int64_t> pr, same;
-      int64_t neg_nonzero = 0;
-      for (int64_t k = 0; k < m; ++k) {
-        pr.insert(pr.end(), {k, m + k});
-        same.push_back(plan_.same[b0 + k]);
-        if (!plan_.same[b0 + k] && he.dist(k, m + k) > 0) ++neg_nonzero;
-      }
-      nn::ContrastiveOptions co;
-      co.form = nn::ContrastiveForm::Sampling;
-      co.margin = margin;
-      nn::LossOutput out = nn::contrastive_loss(e, Tensor::from_vector(pr, {m, 2}).to(device_),
-                                                Tensor::from_vector(same, {m}).to(device_), co);
-      out.loss.backward();
-      loss = out.host_stats().loss;
-      acc = static_cast<double>(neg_nonzero) / 64.0;  // the study's code: negatives with d > 0, over a fixed 64
-    } else {
-      std::vector<int64_t> tr;
-      int64_t ok = 0;
-      for (int64_t k = 0; k < m; ++k) {
-        tr.insert(tr.end(), {k, m + k, 2 * m + k});
-        ok += he.dist(k, 2 * m + k) > he.dist(k, m + k);
-      }
-      nn::TripletLossOptions to;
-      to.kind = nn::TripletKind::MarginL2;
-      to.margin = margin;
-      nn::LossOutput out = nn::triplet_loss(e, Tensor::from_vector(tr, {m, 3}).to(device_), to);
-      out.loss.backward();
-      loss = out.host_stats().loss;
-      acc = static_cast<double>(ok) / static_cast<double>(m);
-    }
-  }
+  const StepResult r = st_.online ? online_step(step, mine_gen) : offline_step(step);
   opt_->step();
   opt_->zero_grad();
-  return {{"train_loss", loss}, {"train_acc", 100.0 * acc}, {"tuples", static_cast<double>(tuples)}};
+  return {{"train_loss", r.loss}, {"train_acc", 100.0 * r.acc}, {"tuples", static_cast<double>(r.tuples)}};
+}
+
+// One class-balanced batch; the strategy's miner picks the tuples.
+SamplingStudy::StepResult SamplingStudy::online_step(int64_t step, Generator& mine_gen) {
+  const std::vector<int64_t>& idx = batches_[static_cast<size_t>(step)];
+  Tensor labels = labels_tensor(data_->train.y, idx, device_);
+  ag::Variable e = net_->forward(ag::Variable(gather_images(data_->train, idx, data_->side, device_)));
+  const HostEmb he = host_emb(e.data());
+  if (st_.pairs) return online_pairs(e, labels, he, mine_gen);
+  if (st_.id == Strategy::AllPositiveOnlineTriplet) return online_all_triplets(e, labels, he);
+  return online_mined_triplets(e, labels, he, mine_gen);
+}
+
+// Mining on the detached SQUARED distances (the study's pdist), losses on plain L2.
+SamplingStudy::StepResult SamplingStudy::online_pairs(const ag::Variable& e, const Tensor& labels, const HostEmb& he,
+                                                      Generator& mine_gen) {
+  Tensor dist = kernels::pairwise_distance_matrix(e.data(), true);
+  auto neg = st_.id == Strategy::HardNegativeOnlinePair ? kernels::PairNegatives::Hardest
+                                                         : kernels::PairNegatives::Random;
+  kernels::MinedPairs m = kernels::mine_pairs(dist, labels, neg, &mine_gen);
+  nn::ContrastiveOptions co;
+  co.form = nn::ContrastiveForm::Sampling;
+  co.margin = f_->f64("margin");
+  nn::LossOutput out = nn::contrastive_loss(e, m.pairs, m.is_pos, co);
+  out.loss.backward();
+  StepResult r;
+  r.loss = out.host_stats().loss;
+  r.tuples = m.pairs.size(0);
+  const auto pr = host_i64(m.pairs);
+  std::vector<double> dp, dn;
+  for (int64_t k = 0; k < r.tuples; ++k) (k < m.num_pos ? dp : dn).push_back(he.dist(pr[2 * k], pr[2 * k + 1]));
+  r.acc = couple_accuracy(dp, dn);
+  return r;
+}
+
+// Every triplet (540,000 in a 9 x 25 batch): the fused batch-all loss on the
+// distance matrix, no triplet list (nn "batch-all", kernels/batch_all.h).
+SamplingStudy::StepResult SamplingStudy::online_all_triplets(const ag::Variable& e, const Tensor& labels,
+                                                             const HostEmb& he) {
+  if (!batch_all_) {
+    nn::LossConfig lc;
+    lc.margin = f_->f64("margin");
+    lc.unordered_positives = true;
+    batch_all_ = nn::make_loss("batch-all", lc);
+  }
+  nn::LossOutput out = batch_all_->compute(e, labels, nn::Mined{});
+  out.loss.backward();
+  StepResult r;
+  r.loss = out.host_stats().loss;
+  // Tuples and the study's accuracy (d(a,n) > d(a,p)) over the same triplets, on the host.
+  const auto y = host_i64(labels);
+  const int64_t B = static_cast<int64_t>(y.size());
+  int64_t ok = 0;
+  std::vector<double> row(static_cast<size_t>(B));
+  for (int64_t a = 0; a < B; ++a) {
+    for (int64_t j = 0; j < B; ++j) row[j] = he.dist(a, j);  // each distance once per anchor
+    for (int64_t p = a + 1; p < B; ++p) {
+      if (y[p] != y[a]) continue;
+      for (int64_t n = 0; n < B; ++n)
+        if (y[n] != y[a]) {
+          ++r.tuples;
+          ok += row[n] > row[p];
+        }
+    }
+  }
+  r.acc = r.tuples ? static_cast<double>(ok) / static_cast<double>(r.tuples) : 0.0;
+  return r;
+}
+
+SamplingStudy::StepResult SamplingStudy::online_mined_triplets(const ag::Variable& e, const Tensor& labels,
+                                                               const HostEmb& he, Generator& mine_gen) {
+  kernels::MinedTriplets m =
+      kernels::mine_triplets(kernels::pairwise_distance_matrix(e.data(), true), labels, miner_params(), &mine_gen);
+  Tensor trip = m.triplets;
+  if (trip.size(0) == 0) {
+    // The study's selector then takes one triplet: the last class's last
+    // anchor-positive pair with the first image of another class (batches
+    // are class-grouped, so that is (B - 2, B - 1, 0)).
+    const int64_t B = labels.size(0);
+    trip = Tensor::from_vector(std::vector<int64_t>{B - 2, B - 1, 0}, {1, 3}).to(device_);
+  }
+  nn::TripletLossOptions to;
+  to.kind = nn::TripletKind::MarginL2;
+  to.margin = f_->f64("margin");
+  nn::LossOutput out = nn::triplet_loss(e, trip, to);
+  out.loss.backward();
+  StepResult r;
+  r.loss = out.host_stats().loss;
+  r.tuples = trip.size(0);
+  const auto t = host_i64(trip);
+  int64_t ok = 0;
+  for (int64_t k = 0; k < r.tuples; ++k) ok += he.dist(t[3 * k], t[3 * k + 2]) > he.dist(t[3 * k], t[3 * k + 1]);
+  r.acc = static_cast<double>(ok) / static_cast<double>(r.tuples);
+  return r;
+}
+
+// The epoch's fixed offline tuples, `batch` of them: anchors, then partners, then negatives.
+SamplingStudy::StepResult SamplingStudy::offline_step(int64_t step) {
+  const int64_t n = data_->train.size(), b0 = step * f_->i64("batch"), b1 = std::min(n, b0 + f_->i64("batch"));
+  const int64_t m = b1 - b0;
+  std::vector<int64_t> idx(plan_.order.begin() + b0, plan_.order.begin() + b1);
+  idx.insert(idx.end(), plan_.partner.begin() + b0, plan_.partner.begin() + b1);
+  if (!st_.pairs) idx.insert(idx.end(), plan_.negative.begin() + b0, plan_.negative.begin() + b1);
+  ag::Variable e = net_->forward(ag::Variable(gather_images(data_->train, idx, data_->side, device_)));
+  const HostEmb he = host_emb(e.data());
+  StepResult r;
+  r.tuples = m;
+  if (st_.pairs) {
+    std::vector<int64_t> pr, same;
+    int64_t neg_nonzero = 0;
+    for (int64_t k = 0; k < m; ++k) {
+      pr.insert(pr.end(), {k, m + k});
+      same.push_back(plan_.same[b0 + k]);
+      if (!plan_.same[b0 + k] && he.dist(k, m + k) > 0) ++neg_nonzero;
+    }
+    nn::ContrastiveOptions co;
+    co.form = nn::ContrastiveForm::Sampling;
+    co.margin = f_->f64("margin");
+    nn::LossOutput out = nn::contrastive_loss(e, Tensor::from_vector(pr, {m, 2}).to(device_),
+                                              Tensor::from_vector(same, {m}).to(device_), co);
+    out.loss.backward();
+    r.loss = out.host_stats().loss;
+    r.acc = static_cast<double>(neg_nonzero) / 64.0;  // the study's code: negatives with d > 0, over a fixed 64
+    return r;
+  }
+  std::vector<int64_t> tr;
+  int64_t ok = 0;
+  for (int64_t k = 0; k < m; ++k) {
+    tr.insert(tr.end(), {k, m + k, 2 * m + k});
+    ok += he.dist(k, 2 * m + k) > he.dist(k, m + k);
+  }
+  nn::TripletLossOptions to;
+  to.kind = nn::TripletKind::MarginL2;
+  to.margin = f_->f64("margin");
+  nn::LossOutput out = nn::triplet_loss(e, Tensor::from_vector(tr, {m, 3}).to(device_), to);
+  out.loss.backward();
+  r.loss = out.host_stats().loss;
+  r.acc = static_cast<double>(ok) / static_cast<double>(m);
+  return r;
 }
 
 // ------------------------------------------------------------- checkpoints --

@@ -78,12 +78,23 @@ class SamplingStudy : public Study {
   std::string plot_title() const override;
 
  private:
+  // One training step's loss, the study's training accuracy (a share) and tuples.
+  struct StepResult {
+    double loss = 0, acc = 0;
+    int64_t tuples = 0;
+  };
+  StepResult online_step(int64_t step, Generator& mine_gen);
+  StepResult online_pairs(const ag::Variable& e, const Tensor& labels, const HostEmb& he, Generator& mine_gen);
+  StepResult online_all_triplets(const ag::Variable& e, const Tensor& labels, const HostEmb& he);
+  StepResult online_mined_triplets(const ag::Variable& e, const Tensor& labels, const HostEmb& he,
+                                   Generator& mine_gen);
+  StepResult offline_step(int64_t step);
   // Embeddings of images `idx` of a split (no gradient, eval-batch chunks).
   HostEmb embed(const SplitImages& s, const std::vector<int64_t>& idx);
   HostEmb embed_all(const SplitImages& s);
   // The study's accuracy of this strategy on test images `subset` (of test10), as its code computes it.
   double study_test_accuracy(const HostEmb& e, const std::vector<int64_t>& subset, bool ten_classes);
-  // d(a, p) of every mined pair, or (d_ap, d_an) of every mined triplet, on host embeddings.
+  // The triplet miner's settings for this strategy.
   kernels::MinerParams miner_params() const;
   void scatter_png(const HostEmb& e, const std::string& png, const std::string& title) const;
   Stats untrained_metrics();
