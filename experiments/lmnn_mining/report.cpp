@@ -38,11 +38,14 @@ std::string fmt(double v, int prec = 2) {
   os << std::fixed << std::setprecision(prec) << v;
   return os.str();
 }
-std::string ratio(double paper, double ours) {
-  return std::isfinite(paper) ? fmt(paper / std::max(ours, 1e-9), 0) + "x" : "–";
-}
 std::string approach_name(bool h) { return h ? "hierarchical" : "non-hierarchical"; }
 }  // namespace
+
+std::string speed_ratio(double paper_s, double ours_s) {
+  if (!std::isfinite(paper_s) || !std::isfinite(ours_s)) return "–";
+  const double r = paper_s / std::max(ours_s, 1e-9);
+  return fmt(r, r >= 10 ? 0 : r >= 1 ? 1 : 2) + "x";
+}
 
 PaperCell paper_cell(const std::string& dataset, bool hierarchical, Mining m) {
   const int d = dataset == "iris" ? 0 : dataset == "orl" ? 1 : dataset == "mnist" ? 2 : -1;
@@ -242,7 +245,7 @@ void write_cell_tables(std::ostringstream& md, const std::vector<CellResult>& ce
        << (c.hierarchical ? fmt(s.levels_with_triplets_mean, 1) + " / " + std::to_string(s.levels) : "–")
        << " | " << fmt(s.iterations_mean, 0) << " | " << s.seeds_metric_changed << " / " << c.runs.size()
        << " | " << fmt(p.seconds) << " | " << fmt(s.train_mean, 3) << " | " << fmt(s.train_cpu_mean, 3)
-       << " | " << ratio(p.seconds, s.train_mean) << " | " << fmt(s.select_mean, 2) << " |\n";
+       << " | " << speed_ratio(p.seconds, s.train_mean) << " | " << fmt(s.select_mean, 2) << " |\n";
   }
 }
 

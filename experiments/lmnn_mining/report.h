@@ -19,6 +19,10 @@ struct PaperCell {
 };
 PaperCell paper_cell(const std::string& dataset, bool hierarchical, Mining m);
 
+// "paper / ours" as the report prints it: whole numbers from 10x, one decimal
+// from 1x, two below 1x (ours slower: 0.52x, never "1x" or "0x"); "–" for a dash.
+std::string speed_ratio(double paper_s, double ours_s);
+
 struct CellResult {
   std::string dataset;
   Mining mining = Mining::BH;

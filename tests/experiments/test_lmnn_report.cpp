@@ -14,6 +14,14 @@
 namespace mn::lmnn {
 namespace {
 
+TEST(LmnnReport, SpeedRatioKeepsSlowerThanThePaperVisible) {
+  EXPECT_EQ(speed_ratio(1.56, 3.026), "0.52x");  // printed "1x" before: a slower cell looked even
+  EXPECT_EQ(speed_ratio(1.55, 4.335), "0.36x");  // printed "0x"
+  EXPECT_EQ(speed_ratio(3.0, 2.0), "1.5x");
+  EXPECT_EQ(speed_ratio(448.4, 1.0), "448x");
+  EXPECT_EQ(speed_ratio(std::numeric_limits<double>::quiet_NaN(), 1.0), "–");
+}
+
 TEST(LmnnReport, CompareToPaperBothWays) {
   EXPECT_EQ(compare_to_paper(80.0, 78.0, 2.0), Verdict::Reproduced) << "on the upper edge";
   EXPECT_EQ(compare_to_paper(76.0, 78.0, 2.0), Verdict::Reproduced) << "on the lower edge";
