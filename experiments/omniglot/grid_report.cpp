@@ -210,7 +210,16 @@ void mean_curve(const GridRow& r, const std::vector<Cell>& cells, size_t limit, 
 
 // Figure N: the validation one-shot curves of the rows the paper draws in it, mean of
 // the seeds with a +- sd band. Returns the PNG's name, "" when gnuplot is missing.
-std::string figure(const std::string& out, int n, const Scale& s, const std::vector<Cell>& cells) {
+// A gnuplot single-quoted string: backslashes are literal there, a quote is doubled.
+std::string gp_quote(const std::string& t) {
+  std::string q = "'";
+  for (char c : t) q += c == '\'' ? std::string("''") : std::string(1, c);
+  return q + "'";
+}
+
+// Figure n's PNG name in `out`, or "" with `why` saying why there is none: no row
+// of it has a curve yet, gnuplot is missing, or gnuplot failed (its message).
+std::string figure(const std::string& out, int n, const Scale& s, const std::vector<Cell>& cells, std::string& why) {
   std::vector<const GridRow*> lines;
   for (const GridRow& r : grid_rows())
     if (std::find(r.figures.begin(), r.figures.end(), n) != r.figures.end()) lines.push_back(&r);
@@ -228,27 +237,44 @@ std::string figure(const std::string& out, int n, const Scale& s, const std::vec
     for (size_t e = 0; e < mean.size(); ++e) d << e + 1 << " " << mean[e] << " " << mean[e] - sd[e] << " " << mean[e] + sd[e] << "\n";
     d << "\n\n";
     const std::string t = r->label;
-    plots.push_back("'" + dat + "' index " + std::to_string(block) + " using 1:3:4 with filledcurves fs transparent solid 0.15 lc " +
+    plots.push_back(gp_quote(dat) + " index " + std::to_string(block) + " using 1:3:4 with filledcurves fs transparent solid 0.15 lc " +
                     std::to_string(block + 1) + " notitle");
-    plots.push_back("'" + dat + "' index " + std::to_string(block) + " using 1:2 with linespoints lw 2 lc " +
-                    std::to_string(block + 1) + " title '" + t + "'");
+    plots.push_back(gp_quote(dat) + " index " + std::to_string(block) + " using 1:2 with linespoints lw 2 lc " +
+                    std::to_string(block + 1) + " title " + gp_quote(t));
     ++block;
   }
   d.close();
-  if (plots.empty() || std::system("command -v gnuplot >/dev/null 2>&1") != 0) return "";
+  why = plots.empty() ? "no curves yet" : std::system("command -v gnuplot >/dev/null 2>&1") != 0 ? "gnuplot missing" : "";
+  if (!why.empty()) {
+    std::remove(dat.c_str());
+    return "";
+  }
   const std::string gp = out + "/figure" + std::to_string(n) + ".gp";
   std::ofstream g(gp);
-  g << "set terminal pngcairo size 900,560\nset output '" << out << "/" << png << "'\n"
-    << "set title 'Figure " << n << " at the " << s.name << " scale: one-shot validation accuracy (mean, +- sd band)'\n"
-    << "set xlabel 'epoch (" << s.epochs << " at this scale for the paper\\'s 50)'\nset ylabel '%'\nset key bottom right\n"
-    << "set grid\nplot ";
+  g << "set terminal pngcairo size 900,560\nset output " << gp_quote(out + "/" + png) << "\n"
+    << "set title " << gp_quote("Figure " + std::to_string(n) + " at the " + s.name +
+                                " scale: one-shot validation accuracy (mean, +- sd band)") << "\n"
+    << "set xlabel " << gp_quote("epoch (" + std::to_string(s.epochs) + " at this scale for the paper's 50)")
+    << "\nset ylabel '%'\nset key bottom right\nset grid\nplot ";
   for (size_t i = 0; i < plots.size(); ++i) g << (i ? ", \\\n     " : "") << plots[i];
   g << "\n";
   g.close();
-  const bool ok = std::system(("gnuplot '" + gp + "' 2>/dev/null").c_str()) == 0;
+  const std::string log = gp + ".log";
+  const bool ok = std::system(("gnuplot '" + gp + "' 2>'" + log + "'").c_str()) == 0 &&
+                  fs::exists(out + "/" + png) && fs::file_size(out + "/" + png) > 0;
+  if (!ok) {  // the script and data stay for a look; no empty PNG is left behind
+    std::ifstream in(log);
+    std::string msg((std::istreambuf_iterator<char>(in)), {});
+    std::replace(msg.begin(), msg.end(), '\n', ' ');
+    why = "gnuplot failed on `" + gp + "`: " + msg;
+    std::fprintf(stderr, "omniglot_grid: warning: Figure %d: %s\n", n, why.c_str());
+    std::remove((out + "/" + png).c_str());
+    return "";
+  }
+  std::remove(log.c_str());
   std::remove(gp.c_str());
   std::remove(dat.c_str());
-  return ok ? png : "";
+  return png;
 }
 
 std::string tables_markdown(const Scale& s, const std::vector<Cell>& cells, Json& rj) {
@@ -353,9 +379,10 @@ void write_report(const std::string& out, const Scale& s, std::vector<Cell>& cel
   }
   md << "\n## Figures\n\n";
   for (int n = 3; n <= 7; ++n) {
-    const std::string png = figure(out, n, s, cells);
+    std::string why;
+    const std::string png = figure(out, n, s, cells, why);
     if (!png.empty()) md << "![Figure " << n << "](" << png << ")\n\n";
-    else md << "Figure " << n << ": no curves yet (or gnuplot missing).\n\n";
+    else md << "Figure " << n << ": " << why << ".\n\n";
   }
   md << "## Cells (commit, machine and command of each run)\n\n" << cells_markdown(cells);
   std::ofstream(out + "/results.md") << md.str();

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <set>
 #include <string>
 #include <vector>
@@ -150,6 +152,20 @@ TEST(OmniglotGrid, TinyGridStopsResumesSkipsAndReports) {
   EXPECT_NE(md.find("omniglot_triplet --preset full --trunk conv4"), std::string::npos) << "each cell's command";
   EXPECT_NE(kumar_summary.find("\"provenance\""), std::string::npos);
   EXPECT_NE(read_text(out / "results.json").find("\"t1-kumar\""), std::string::npos);
+  // Figures 3-7 each have Kumar's curve: drawn where gnuplot is (a linked PNG of
+  // some size; a script error once left empty files behind), else "gnuplot missing".
+  const bool gnuplot = std::system("command -v gnuplot >/dev/null 2>&1") == 0;
+  for (int n = 3; n <= 7; ++n) {
+    const std::string png = "figure" + std::to_string(n) + ".png";
+    if (gnuplot) {
+      EXPECT_NE(md.find("![Figure " + std::to_string(n) + "](" + png + ")"), std::string::npos) << md;
+      ASSERT_TRUE(std::filesystem::exists(out / png)) << png;
+      EXPECT_GT(std::filesystem::file_size(out / png), 1000u) << png;
+    } else {
+      EXPECT_NE(md.find("Figure " + std::to_string(n) + ": gnuplot missing."), std::string::npos) << md;
+      EXPECT_FALSE(std::filesystem::exists(out / png)) << png;
+    }
+  }
   // --dry-run lists the plan without running anything.
   testing::internal::CaptureStdout();
   std::vector<std::string> dry = with("");
