@@ -1,0 +1,10 @@
+set terminal pngcairo size 960,600 noenhanced
+set output 'experiments/results/pair_selection/2026-11-28-protocol-provenance/figure2.png'
+set title 'Informed pair selection, MNIST (1 % budget): test accuracy, mean over folds, band = +-1 sd'
+set xlabel 'training epochs'
+set ylabel 'classification accuracy (%)'
+set grid
+set key outside below horizontal
+set xrange [0:*]
+set style fill transparent solid 0.15 noborder
+plot 'experiments/results/pair_selection/2026-11-28-protocol-provenance/figure2.png.dat' index 0 using 1:($2-$3):($2+$3) with filledcurves lc 1 notitle, 'experiments/results/pair_selection/2026-11-28-protocol-provenance/figure2.png.dat' index 0 using 1:2 with linespoints lc 1 dt 1 title 'BASE', 'experiments/results/pair_selection/2026-11-28-protocol-provenance/figure2.png.dat' index 1 using 1:($2-$3):($2+$3) with filledcurves lc 2 notitle, 'experiments/results/pair_selection/2026-11-28-protocol-provenance/figure2.png.dat' index 1 using 1:2 with linespoints lc 2 dt 2 title 'BASE*', 'experiments/results/pair_selection/2026-11-28-protocol-provenance/figure2.png.dat' index 2 using 1:($2-$3):($2+$3) with filledcurves lc 3 notitle, 'experiments/results/pair_selection/2026-11-28-protocol-provenance/figure2.png.dat' index 2 using 1:2 with linespoints lc 3 dt 1 title 'DynE', 'experiments/results/pair_selection/2026-11-28-protocol-provenance/figure2.png.dat' index 3 using 1:($2-$3):($2+$3) with filledcurves lc 4 notitle, 'experiments/results/pair_selection/2026-11-28-protocol-provenance/figure2.png.dat' index 3 using 1:2 with linespoints lc 4 dt 2 title 'DynE*', 'experiments/results/pair_selection/2026-11-28-protocol-provenance/figure2.png.dat' index 4 using 1:($2-$3):($2+$3) with filledcurves lc 5 notitle, 'experiments/results/pair_selection/2026-11-28-protocol-provenance/figure2.png.dat' index 4 using 1:2 with linespoints lc 5 dt 1 title 'DynEE', 'experiments/results/pair_selection/2026-11-28-protocol-provenance/figure2.png.dat' index 5 using 1:($2-$3):($2+$3) with filledcurves lc 6 notitle, 'experiments/results/pair_selection/2026-11-28-protocol-provenance/figure2.png.dat' index 5 using 1:2 with linespoints lc 6 dt 2 title 'DynEE*'
