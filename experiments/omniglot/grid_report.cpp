@@ -208,8 +208,6 @@ void mean_curve(const GridRow& r, const std::vector<Cell>& cells, size_t limit, 
   }
 }
 
-// Figure N: the validation one-shot curves of the rows the paper draws in it, mean of
-// the seeds with a +- sd band. Returns the PNG's name, "" when gnuplot is missing.
 // A gnuplot single-quoted string: backslashes are literal there, a quote is doubled.
 std::string gp_quote(const std::string& t) {
   std::string q = "'";
@@ -217,8 +215,10 @@ std::string gp_quote(const std::string& t) {
   return q + "'";
 }
 
-// Figure n's PNG name in `out`, or "" with `why` saying why there is none: no row
-// of it has a curve yet, gnuplot is missing, or gnuplot failed (its message).
+// Figure N: the validation one-shot curves of the rows the paper draws in it, mean of
+// the seeds with a +- sd band. Returns the PNG's name in `out`, or "" with `why` saying
+// why there is none: no row of it has a curve yet, gnuplot is missing, or gnuplot
+// failed (its message).
 std::string figure(const std::string& out, int n, const Scale& s, const std::vector<Cell>& cells, std::string& why) {
   std::vector<const GridRow*> lines;
   for (const GridRow& r : grid_rows())
