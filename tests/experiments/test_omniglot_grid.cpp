@@ -5,6 +5,7 @@
 // finished, with results.md generated from its cells.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -174,6 +175,36 @@ TEST(OmniglotGrid, TinyGridStopsResumesSkipsAndReports) {
   const std::string plan = testing::internal::GetCapturedStdout();
   EXPECT_NE(plan.find("t1-kumar               seed 1  done"), std::string::npos) << plan;
   EXPECT_EQ(run_grid_args({"--rows", "^nosuchrow$", "--dry-run"}), kExitUsage);
+}
+
+// Before the first pass is finished the dry run can only mention the second pass (seeds
+// for ablation rows too close to call); after it, it lists those cells.
+TEST(OmniglotGrid, DryRunListsTheSecondPassOnceTheFirstIsDone) {
+  TempDir out("grid2"), cache("cache2");
+  const std::string tiny = "--channels 8 --embedding 16 --val-way 5 --eval-batch 64 --iters 2 --batch 4 "
+                           "--val-triplets 12 --val-tasks 4 --epochs 1";
+  std::vector<std::string> args{"--out-dir", out.str(), "--rows", "^(t1-kumar|norm-input)$", "--seeds", "2",
+                                "--close-points", "100", "--device", "cpu", "--data-dir", omniglot_root(),
+                                "--cache-dir", cache.str(), "--cell-args", tiny};
+  auto dry_plan = [&] {
+    std::vector<std::string> dry = args;
+    dry.push_back("--dry-run");
+    testing::internal::CaptureStdout();
+    EXPECT_EQ(run_grid_args(dry), kExitOk);
+    return testing::internal::GetCapturedStdout();
+  };
+  std::string plan = dry_plan();
+  EXPECT_EQ(plan.find("norm-input             seed 2"), std::string::npos) << plan;
+  EXPECT_NE(plan.find("3 cells"), std::string::npos) << plan;
+  EXPECT_NE(plan.find("not counted above"), std::string::npos) << plan;
+  // The first pass alone (--close-points 0: no second pass), then the dry run again.
+  std::vector<std::string> first = args;
+  first[std::find(first.begin(), first.end(), "--close-points") - first.begin() + 1] = "0";
+  EXPECT_EQ(run_grid_args(first), kExitOk);
+  plan = dry_plan();
+  EXPECT_NE(plan.find("norm-input             seed 2"), std::string::npos) << plan;
+  EXPECT_NE(plan.find("4 cells"), std::string::npos) << plan;
+  EXPECT_NE(plan.find("listed and counted above"), std::string::npos) << plan;
 }
 
 }  // namespace
