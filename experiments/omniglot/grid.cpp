@@ -118,9 +118,15 @@ std::vector<Cell> top_ups(const std::vector<const GridRow*>& rows, const std::ve
   std::vector<Cell> out;
   for (const GridRow* r : rows) {
     if (r->table_row || !mean.count(r->id)) continue;
+    // Every group r's runs are reported in (its own, and those of the rows that alias it,
+    // e.g. drop-0.1 as "ReLU, dropout 0.1" among the activations), against the other
+    // rows of that group, through their aliases.
+    std::set<std::string> groups;
+    for (const GridRow& g : grid_rows())
+      if (run_row(g).id == r->id) groups.insert(g.group);
     bool close = false;
-    for (const GridRow& other : grid_rows()) {  // the rows of r's group, through their aliases
-      if (other.group != r->group || run_row(other).id == r->id || !mean.count(run_row(other).id)) continue;
+    for (const GridRow& other : grid_rows()) {
+      if (!groups.count(other.group) || run_row(other).id == r->id || !mean.count(run_row(other).id)) continue;
       close = close || std::abs(mean[run_row(other).id] - mean[r->id]) < o.close_points;
     }
     if (!close) continue;

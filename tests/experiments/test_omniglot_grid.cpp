@@ -207,4 +207,23 @@ TEST(OmniglotGrid, DryRunListsTheSecondPassOnceTheFirstIsDone) {
   EXPECT_NE(plan.find("listed and counted above"), std::string::npos) << plan;
 }
 
+// drop-0.1 sits in the Dropout group, and also in the Activations group as "ReLU, dropout
+// 0.1" beside act-dropout-elu: a second pass for one of the two gives it to both.
+TEST(OmniglotGrid, SecondPassSeesRowsThroughTheirAliases) {
+  TempDir out("grid3"), cache("cache3");
+  const std::string tiny = "--channels 8 --embedding 16 --val-way 5 --eval-batch 64 --iters 2 --batch 4 "
+                           "--val-triplets 12 --val-tasks 4 --epochs 1";
+  std::vector<std::string> args{"--out-dir", out.str(), "--rows", "^(drop-0.1|act-dropout-elu)$", "--seeds", "2",
+                                "--close-points", "0", "--device", "cpu", "--data-dir", omniglot_root(),
+                                "--cache-dir", cache.str(), "--cell-args", tiny};
+  EXPECT_EQ(run_grid_args(args), kExitOk);  // the first pass only
+  args[7] = "100";                           // --close-points 100: every pair is close
+  args.push_back("--dry-run");
+  testing::internal::CaptureStdout();
+  EXPECT_EQ(run_grid_args(args), kExitOk);
+  const std::string plan = testing::internal::GetCapturedStdout();
+  EXPECT_NE(plan.find("act-dropout-elu        seed 2"), std::string::npos) << plan;
+  EXPECT_NE(plan.find("drop-0.1               seed 2"), std::string::npos) << plan;
+}
+
 }  // namespace
