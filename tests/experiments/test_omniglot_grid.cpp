@@ -177,15 +177,20 @@ TEST(OmniglotGrid, TinyGridStopsResumesSkipsAndReports) {
   EXPECT_EQ(run_grid_args({"--rows", "^nosuchrow$", "--dry-run"}), kExitUsage);
 }
 
+// A two-seed grid of one-epoch tiny cells over the rows `rows_re` (args[7]: --close-points).
+std::vector<std::string> tiny_two_seed_grid(const TempDir& out, const TempDir& cache, const std::string& rows_re,
+                                            const std::string& close_points) {
+  const std::string tiny = "--channels 8 --embedding 16 --val-way 5 --eval-batch 64 --iters 2 --batch 4 "
+                           "--val-triplets 12 --val-tasks 4 --epochs 1";
+  return {"--out-dir", out.str(), "--rows", rows_re, "--seeds", "2", "--close-points", close_points, "--device", "cpu",
+          "--data-dir", omniglot_root(), "--cache-dir", cache.str(), "--cell-args", tiny};
+}
+
 // Before the first pass is finished the dry run can only mention the second pass (seeds
 // for ablation rows too close to call); after it, it lists those cells.
 TEST(OmniglotGrid, DryRunListsTheSecondPassOnceTheFirstIsDone) {
   TempDir out("grid2"), cache("cache2");
-  const std::string tiny = "--channels 8 --embedding 16 --val-way 5 --eval-batch 64 --iters 2 --batch 4 "
-                           "--val-triplets 12 --val-tasks 4 --epochs 1";
-  std::vector<std::string> args{"--out-dir", out.str(), "--rows", "^(t1-kumar|norm-input)$", "--seeds", "2",
-                                "--close-points", "100", "--device", "cpu", "--data-dir", omniglot_root(),
-                                "--cache-dir", cache.str(), "--cell-args", tiny};
+  std::vector<std::string> args = tiny_two_seed_grid(out, cache, "^(t1-kumar|norm-input)$", "100");
   auto dry_plan = [&] {
     std::vector<std::string> dry = args;
     dry.push_back("--dry-run");
@@ -211,11 +216,7 @@ TEST(OmniglotGrid, DryRunListsTheSecondPassOnceTheFirstIsDone) {
 // 0.1" beside act-dropout-elu: a second pass for one of the two gives it to both.
 TEST(OmniglotGrid, SecondPassSeesRowsThroughTheirAliases) {
   TempDir out("grid3"), cache("cache3");
-  const std::string tiny = "--channels 8 --embedding 16 --val-way 5 --eval-batch 64 --iters 2 --batch 4 "
-                           "--val-triplets 12 --val-tasks 4 --epochs 1";
-  std::vector<std::string> args{"--out-dir", out.str(), "--rows", "^(drop-0.1|act-dropout-elu)$", "--seeds", "2",
-                                "--close-points", "0", "--device", "cpu", "--data-dir", omniglot_root(),
-                                "--cache-dir", cache.str(), "--cell-args", tiny};
+  std::vector<std::string> args = tiny_two_seed_grid(out, cache, "^(drop-0.1|act-dropout-elu)$", "0");
   EXPECT_EQ(run_grid_args(args), kExitOk);  // the first pass only
   args[7] = "100";                           // --close-points 100: every pair is close
   args.push_back("--dry-run");
