@@ -102,8 +102,8 @@ double best_val(const std::string& dir) {
              : NAN;
 }
 
-// Ablation rows within --close-points of another row of their group (means of the
-// finished seeds) get the table's seed count.
+// The second pass: ablation rows within --close-points of another row of a group they
+// are reported in (means over `done`, the first pass's cells) get the table's seed count.
 std::vector<Cell> top_ups(const std::vector<const GridRow*>& rows, const std::vector<Cell>& done, const Options& o) {
   if (o.close_points <= 0 || o.seeds <= o.ablation_seeds) return {};
   std::map<std::string, double> mean;  // run row -> mean best validation
