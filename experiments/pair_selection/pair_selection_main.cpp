@@ -115,19 +115,8 @@ class PairSelectionStudy : public exp::Study {
     for (size_t i = 0; i < all_test.size(); ++i) all_test[i] = static_cast<int64_t>(i);
     const Examples test = to_examples(mnist.test, all_test, pixel_divisor(f), l2_rows(f));
     cfg.mlp.input = test.dim;
-    std::vector<Examples> fold_train;
-    std::vector<std::vector<int64_t>> fold_idx;
-    std::vector<std::vector<Pair>> first_pairs;
     const std::string export_dir = f.str("export-dir");  // the folds and first pairs, for the reference
-    for (int k = 0; k < folds; ++k) {
-      Generator g(fold_seed(cfg.seed, k, 0), 0);
-      fold_idx.push_back(stratified_sample(mnist.train.labels, f.i64("budget"), g));
-      fold_train.push_back(to_examples(mnist.train, fold_idx.back(), pixel_divisor(f), l2_rows(f)));
-      if (export_dir.empty()) continue;
-      Generator pg(fold_seed(cfg.seed, k, 2), 0);  // run_fold's first draw from its pair stream
-      first_pairs.push_back(random_pairs(fold_train.back().y, pg));
-    }
-    if (!export_dir.empty()) export_folds(export_dir, f.to_json(), fold_idx, first_pairs);
+    const std::vector<Examples> fold_train = draw_folds(f, cfg.seed, folds, mnist.train, export_dir);
 
     std::vector<Job> jobs;  // fold-major: a stopped study leaves whole folds
     for (int k = 0; k < folds; ++k)
@@ -207,6 +196,25 @@ class PairSelectionStudy : public exp::Study {
   }
 
  private:
+  // Each fold's stratified training sample; with --export-dir also written out, with
+  // the fold's first pair set, for the PyTorch reference.
+  static std::vector<Examples> draw_folds(const exp::Flags& f, uint64_t seed, int folds, const data::ImageDataset& train,
+                                          const std::string& export_dir) {
+    std::vector<Examples> fold_train;
+    std::vector<std::vector<int64_t>> fold_idx;
+    std::vector<std::vector<Pair>> first_pairs;
+    for (int k = 0; k < folds; ++k) {
+      Generator g(fold_seed(seed, k, 0), 0);
+      fold_idx.push_back(stratified_sample(train.labels, f.i64("budget"), g));
+      fold_train.push_back(to_examples(train, fold_idx.back(), pixel_divisor(f), l2_rows(f)));
+      if (export_dir.empty()) continue;
+      Generator pg(fold_seed(seed, k, 2), 0);  // run_fold's first draw from its pair stream
+      first_pairs.push_back(random_pairs(fold_train.back().y, pg));
+    }
+    if (!export_dir.empty()) export_folds(export_dir, f.to_json(), fold_idx, first_pairs);
+    return fold_train;
+  }
+
   struct Job {
     Method m;
     int fold;
