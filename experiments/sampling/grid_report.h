@@ -24,4 +24,12 @@ struct Cell {
 void write_report(const std::string& out, std::vector<Cell>& cells, const std::vector<int>& ds,
                   const std::string& command);
 
+// grid_figures.cpp: `text` written to `path` through a temporary file and a rename;
+// Figure 3 (training loss per epoch, a panel per data set) as out/figure3_training_loss.png;
+// a bar chart of v[strategy][column] as `png`. Without gnuplot the .gp/.dat files stay.
+void write_text(const std::string& path, const std::string& text);
+void figure3(const std::string& out, const std::vector<Cell>& cells, const std::vector<int>& ds);
+void bars(const std::string& png, const std::string& title, const std::string& ylabel, bool logy,
+          const std::vector<std::string>& cols, const std::vector<std::vector<double>>& v);
+
 }  // namespace mn::exp::sampling
