@@ -67,7 +67,7 @@ SplitIdx iris_split(int64_t n, uint64_t seed) {
   return s;
 }
 
-SplitIdx orl_split(const std::vector<int32_t>& labels, uint64_t seed) {
+SplitIdx orl_split(const std::vector<int32_t>& labels, uint64_t seed, bool fixed) {
   Generator g = split_generator(seed, 2);
   const std::vector<std::vector<int64_t>> by_class = group_by_class(labels);
   SplitIdx s;
@@ -76,7 +76,8 @@ SplitIdx orl_split(const std::vector<int32_t>& labels, uint64_t seed) {
              " images; the protocol needs 10 (6 train, 2 validation, 2 test)");
     s.train.insert(s.train.end(), idx.begin(), idx.begin() + 6);
     std::vector<int64_t> rest(idx.begin() + 6, idx.end());
-    std::vector<int64_t> perm = randperm(4, g);
+    std::vector<int64_t> perm = randperm(4, g);  // drawn either way: one stream per seed
+    if (fixed) perm = {0, 1, 2, 3};              // images 7-8 validation, 9-10 test
     s.val.push_back(rest[perm[0]]);
     s.val.push_back(rest[perm[1]]);
     s.test.push_back(rest[perm[2]]);
@@ -143,7 +144,7 @@ StudySplit StudyData::split(const std::string& dataset, uint64_t seed) {
   if (dataset == "iris") {
     idx = iris_split(r.x.rows, seed);
   } else if (dataset == "orl") {
-    idx = orl_split(r.y, seed);
+    idx = orl_split(r.y, seed, orl_fixed_split_);
     pca_dims = 15;
   } else {
     idx = mnist_split(r.y, 40, 10, 10, seed);

@@ -149,7 +149,9 @@ HierResult hierarchical_fit(const Mat& X0, const std::vector<int32_t>& y, const 
     all.triplets.erase(std::unique(all.triplets.begin(), all.triplets.end()), all.triplets.end());
     st.triplets = static_cast<int64_t>(all.triplets.size());
     if (!all.triplets.empty()) {
-      const SolveResult sr = solve_lmnn(X, all, so);
+      SolverOptions lso = so;
+      if (h.level_max_iter > 0) lso.max_iter = h.level_max_iter;
+      const SolveResult sr = solve_lmnn(X, all, lso);
       st.iterations = sr.iterations;
       Mat L;
       st.collapsed = !level_transform(X, sr.M, h, sigma1, L);

@@ -54,6 +54,7 @@ struct HierOptions {
   double diag_boost = 1.0;                   // M += diag_boost * I per level (authors' code: 1)
   LevelScale scale = LevelScale::Sigma;
   bool centre_on_points = false;             // centres: random training points, not the box
+  int64_t level_max_iter = 0;                // most solver steps per level (0: the solver's max_iter)
 };
 
 // T as the authors ran it: iris 10, orl 30, mnist 50; throws for another name.

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 // The solver works on host float64 matrices (no Tensor): the CPU GEMM launcher
@@ -18,16 +19,26 @@ Mat Mat::identity(int64_t n) {
   return m;
 }
 
-Mat matmul(const Mat& A, const Mat& B, bool trans_a, bool trans_b) {
+void matmul_into(const Mat& A, const Mat& B, bool trans_a, bool trans_b, Mat& C) {
   const int64_t M = trans_a ? A.cols : A.rows, K = trans_a ? A.rows : A.cols;
   const int64_t Kb = trans_b ? B.cols : B.rows, N = trans_b ? B.rows : B.cols;
   MN_CHECK(K == Kb, "lmnn::matmul: inner sizes differ: op(A) is (", M, ", ", K, "), op(B) is (",
            Kb, ", ", N, ")");
-  Mat C(M, N);
-  if (M == 0 || N == 0) return C;
-  if (K == 0) return C;
+  C.rows = M;
+  C.cols = N;
+  C.a.resize(static_cast<size_t>(M * N));  // keeps the capacity: no new pages per call
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    std::fill(C.a.begin(), C.a.end(), 0.0);
+    return;
+  }
   kernels::gemm_cpu<double>(trans_a, trans_b, M, N, K, 1.0, A.a.data(), A.cols, B.a.data(), B.cols,
                             0.0, C.a.data(), C.cols);
+}
+
+Mat matmul(const Mat& A, const Mat& B, bool trans_a, bool trans_b) {
+  Mat C;
+  matmul_into(A, B, trans_a, trans_b, C);
   return C;
 }
 
@@ -70,35 +81,31 @@ Mat symmetric_copy(const Mat& Ain, const char* op) {
   return A;
 }
 
-// Sorts eigenpairs by descending eigenvalue (stable, so ties keep their order).
-Eigen sorted(std::vector<double> values, const Mat& vectors) {
-  const int64_t n = static_cast<int64_t>(values.size());
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t x, int64_t y) { return values[x] > values[y]; });
-  Eigen e;
-  e.values.resize(static_cast<size_t>(n));
-  e.vectors = Mat(n, n);
-  for (int64_t j = 0; j < n; ++j) {
-    e.values[j] = values[order[j]];
-    for (int64_t i = 0; i < n; ++i) e.vectors(i, j) = vectors(i, order[j]);
-  }
-  return e;
+
+
+// sqrt(x^2 + z^2) without std::hypot's cost; hypot's scaling only where the
+// squares could overflow or underflow (never for the metrics and Gram
+// matrices here, kept for safety).
+double fast_hypot(double x, double z) {
+  const double m = std::max(std::abs(x), std::abs(z));
+  if (m > 1e-150 && m < 1e150) return std::sqrt(x * x + z * z);
+  return std::hypot(x, z);
 }
 
-}  // namespace
+// A = Q T Q^T with T tridiagonal (diagonal d, sub-diagonal e). Q is kept
+// transposed (Qt's row j = Q's column j) so every update below runs along
+// contiguous rows.
+struct Tridiagonal {
+  std::vector<double> d, e;
+  Mat Qt;
+};
 
-// Householder reduction A = Q T Q^T (T tridiagonal: diagonal d, sub-diagonal e),
-// then implicit QR sweeps on T with a Wilkinson shift, each a chase of the bulge
-// by Givens rotations that are also applied to Q's columns.
-Eigen eigh(const Mat& Ain) {
-  Mat A = symmetric_copy(Ain, "lmnn::eigh");
+// Householder reduction: step k reflects A[k+1.., k] onto alpha e_1.
+Tridiagonal tridiagonalize(Mat& A) {
   const int64_t n = A.rows;
-  Mat Q = Mat::identity(n);
-  std::vector<double> v(static_cast<size_t>(n)), p(static_cast<size_t>(n)), qv(static_cast<size_t>(n));
+  Mat Qt = Mat::identity(n);
+  std::vector<double> v(static_cast<size_t>(n)), p(static_cast<size_t>(n)), s(static_cast<size_t>(n));
   for (int64_t k = 0; k + 2 < n; ++k) {
-    // Reflect x = A[k+1.., k] onto alpha e_1.
     double xnorm = 0;
     for (int64_t i = k + 1; i < n; ++i) xnorm += A(i, k) * A(i, k);
     xnorm = std::sqrt(xnorm);
@@ -115,27 +122,47 @@ Eigen eigh(const Mat& Ain) {
     // Trailing block B <- H B H = B - 2 (v w^T + w v^T), w = Bv - (v^T B v) v.
     double kappa = 0;
     for (int64_t i = k + 1; i < n; ++i) {
-      double s = 0;
-      for (int64_t j = k + 1; j < n; ++j) s += A(i, j) * v[j];
-      p[i] = s;
-      kappa += v[i] * s;
+      double acc = 0;
+      const double* Ai = A.row(i);
+      for (int64_t j = k + 1; j < n; ++j) acc += Ai[j] * v[j];
+      p[i] = acc;
+      kappa += v[i] * acc;
     }
     for (int64_t i = k + 1; i < n; ++i) p[i] -= kappa * v[i];
-    for (int64_t i = k + 1; i < n; ++i)
-      for (int64_t j = k + 1; j < n; ++j) A(i, j) -= 2.0 * (v[i] * p[j] + p[i] * v[j]);
+    for (int64_t i = k + 1; i < n; ++i) {
+      double* Ai = A.row(i);
+      for (int64_t j = k + 1; j < n; ++j) Ai[j] -= 2.0 * (v[i] * p[j] + p[i] * v[j]);
+    }
     A(k + 1, k) = A(k, k + 1) = alpha;
     for (int64_t i = k + 2; i < n; ++i) A(i, k) = A(k, i) = 0.0;
-    // Q <- Q H on columns k+1..
-    for (int64_t r = 0; r < n; ++r) {
-      double s = 0;
-      for (int64_t j = k + 1; j < n; ++j) s += Q(r, j) * v[j];
-      for (int64_t j = k + 1; j < n; ++j) Q(r, j) -= 2.0 * s * v[j];
+    // Q <- Q H on columns k+1..: Qt's rows j -= 2 v_j (v^T Qt[k+1.., :]).
+    std::fill(s.begin(), s.end(), 0.0);
+    for (int64_t j = k + 1; j < n; ++j) {
+      const double* Qj = Qt.row(j);
+      for (int64_t r = 0; r < n; ++r) s[r] += v[j] * Qj[r];
+    }
+    for (int64_t j = k + 1; j < n; ++j) {
+      double* Qj = Qt.row(j);
+      const double f = 2.0 * v[j];
+      for (int64_t r = 0; r < n; ++r) Qj[r] -= f * s[r];
     }
   }
-  std::vector<double> d(static_cast<size_t>(n)), e(static_cast<size_t>(std::max<int64_t>(n, 1)), 0.0);
-  for (int64_t i = 0; i < n; ++i) d[i] = A(i, i);
-  for (int64_t i = 0; i + 1 < n; ++i) e[i] = A(i + 1, i);
+  Tridiagonal t;
+  t.d.resize(static_cast<size_t>(n));
+  t.e.assign(static_cast<size_t>(std::max<int64_t>(n, 1)), 0.0);
+  for (int64_t i = 0; i < n; ++i) t.d[i] = A(i, i);
+  for (int64_t i = 0; i + 1 < n; ++i) t.e[i] = A(i + 1, i);
+  t.Qt = std::move(Qt);
+  return t;
+}
 
+// Implicit symmetric QR on T with a Wilkinson shift: each sweep chases the
+// bulge with Givens rotations, also applied to Qt's rows k and k+1. On return
+// t.d holds the eigenvalues (unsorted) and Qt's rows their eigenvectors.
+void implicit_qr(Tridiagonal& t, const char* op) {
+  std::vector<double>& d = t.d;
+  std::vector<double>& e = t.e;
+  const int64_t n = static_cast<int64_t>(d.size());
   const double eps = std::numeric_limits<double>::epsilon();
   int64_t iterations = 0;
   const int64_t max_iterations = 50 * std::max<int64_t>(n, 1);
@@ -148,18 +175,18 @@ Eigen eigh(const Mat& Ain) {
     if (m == 0) break;
     int64_t l = m - 1;
     while (l > 0 && e[l - 1] != 0.0) --l;
-    MN_CHECK(++iterations <= max_iterations, "lmnn::eigh: the QR iteration did not converge for a ",
-             n, " x ", n, " matrix (NaN or Inf entries?)");
+    MN_CHECK(++iterations <= max_iterations, op, ": the QR iteration did not converge for a ", n,
+             " x ", n, " matrix (NaN or Inf entries?)");
     const double delta = (d[m - 1] - d[m]) / 2.0;
     const double em = e[m - 1];
-    const double mu = d[m] - em * em / (delta + (delta >= 0 ? 1.0 : -1.0) * std::hypot(delta, em));
+    const double mu = d[m] - em * em / (delta + (delta >= 0 ? 1.0 : -1.0) * fast_hypot(delta, em));
     double x = d[l] - mu, z = e[l], bulge = 0.0;
     for (int64_t k = l; k < m; ++k) {
       if (k > l) {
         x = e[k - 1];
         z = bulge;
       }
-      const double r = std::hypot(x, z);
+      const double r = fast_hypot(x, z);
       const double c = r == 0.0 ? 1.0 : x / r, s = r == 0.0 ? 0.0 : -z / r;
       if (k > l) e[k - 1] = r;
       // Rows/columns k, k+1 of T: R B R^T with R = [[c, -s], [s, c]].
@@ -171,14 +198,47 @@ Eigen eigh(const Mat& Ain) {
         bulge = -s * e[k + 1];
         e[k + 1] = c * e[k + 1];
       }
+      double* qk = t.Qt.row(k);
+      double* qk1 = t.Qt.row(k + 1);
       for (int64_t r2 = 0; r2 < n; ++r2) {
-        const double qk = Q(r2, k), qk1 = Q(r2, k + 1);
-        Q(r2, k) = c * qk - s * qk1;
-        Q(r2, k + 1) = s * qk + c * qk1;
+        const double a0 = qk[r2], a1 = qk1[r2];
+        qk[r2] = c * a0 - s * a1;
+        qk1[r2] = s * a0 + c * a1;
       }
     }
   }
-  return sorted(d, Q);
+}
+
+// Eigenpairs by descending eigenvalue (stable, so ties keep their order),
+// eigenvectors given as rows.
+Eigen sorted_rows(std::vector<double> values, const Mat& rows) {
+  const int64_t n = static_cast<int64_t>(values.size());
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t x, int64_t y) { return values[x] > values[y]; });
+  Eigen e;
+  e.values.resize(static_cast<size_t>(n));
+  e.vectors = Mat(n, n);
+  for (int64_t j = 0; j < n; ++j) {
+    e.values[j] = values[order[j]];
+    const double* src = rows.row(order[j]);
+    for (int64_t i = 0; i < n; ++i) e.vectors(i, j) = src[i];
+  }
+  return e;
+}
+
+}  // namespace
+
+// Householder reduction A = Q T Q^T (T tridiagonal: diagonal d, sub-diagonal e),
+// then implicit QR sweeps on T with a Wilkinson shift, each a chase of the bulge
+// by Givens rotations that are also applied to Q's columns.
+Eigen eigh(const Mat& Ain) {
+  Mat A = symmetric_copy(Ain, "lmnn::eigh");
+  Tridiagonal t = tridiagonalize(A);
+  implicit_qr(t, "lmnn::eigh");
+  // Qt's row j is column j of Q: the eigenvector of d[j].
+  return sorted_rows(t.d, t.Qt);
 }
 
 Eigen eigh_jacobi(const Mat& Ain) {
@@ -220,7 +280,7 @@ Eigen eigh_jacobi(const Mat& Ain) {
   }
   std::vector<double> d(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) d[i] = A(i, i);
-  return sorted(d, V);
+  return sorted_rows(d, transpose(V));
 }
 
 Mat reconstruct(const Eigen& e, const std::vector<double>& values) {

@@ -52,6 +52,8 @@ Mat reconstruct(const Eigen& e, const std::vector<double>& values);
 Mat project_psd(const Mat& M);
 // Both from one decomposition: returns the projection, *L its factor.
 Mat project_psd_factored(const Mat& M, Mat* L);
+// C = op(A) op(B) into C, reusing C's storage when its size already fits.
+void matmul_into(const Mat& A, const Mat& B, bool trans_a, bool trans_b, Mat& C);
 // A factor L (n, n) with M = L L^T, L = Psi Sigma^{1/2} (Eq. 13), columns in
 // descending eigenvalue order; negative eigenvalues are clipped to 0 first.
 Mat psd_factor(const Mat& M);

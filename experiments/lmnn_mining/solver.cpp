@@ -91,7 +91,12 @@ double LmnnProblem::evaluate(DistFn&& compute, const std::vector<int32_t>* subse
       }
     }
   }
-  Mat Y = grad ? Mat(X_.rows, d_) : Mat();
+  if (grad) {  // the buffer is reused: no fresh pages per step
+    Y_.rows = X_.rows;
+    Y_.cols = d_;
+    Y_.a.assign(static_cast<size_t>(X_.rows * d_), 0.0);
+  }
+  Mat& Y = Y_;
   // Y_a += w v_p, Y_b -= w v_p: then sum_p w_p v_p v_p^T = X^T Y.
   for (int32_t p : touched_) {
     const double w = pair_w_[p];
@@ -107,7 +112,10 @@ double LmnnProblem::evaluate(DistFn&& compute, const std::vector<int32_t>* subse
   }
   touched_.clear();
   if (grad) {
-    *grad = X_.rows > 0 ? matmul(X_, Y, true, false) : Mat(d_, d_);
+    if (X_.rows > 0)
+      matmul_into(X_, Y, true, false, *grad);
+    else
+      *grad = Mat(d_, d_);
     for (int64_t a = 0; a < d_; ++a)  // exact symmetry
       for (int64_t b = 0; b < a; ++b) (*grad)(a, b) = (*grad)(b, a) = 0.5 * ((*grad)(a, b) + (*grad)(b, a));
   }
@@ -134,7 +142,8 @@ double LmnnProblem::eval(const Mat& M, const std::vector<int32_t>* subset, Mat* 
 double LmnnProblem::eval_factored(const Mat& L, const std::vector<int32_t>* subset, Mat* grad,
                                   std::vector<int32_t>* active) const {
   MN_CHECK(L.rows == d_, "lmnn objective: L has ", L.rows, " rows, the data have d = ", d_);
-  const Mat Z = X_.rows > 0 ? matmul(X_, L) : Mat(0, L.cols);  // (m, r)
+  matmul_into(X_, L, false, false, Z_);  // (m, r), the buffer reused
+  const Mat& Z = Z_;
   auto sq = [&](int32_t p) {  // |z_a - z_b|^2
     const double* za = Z.row(pairs_[p][0]);
     const double* zb = Z.row(pairs_[p][1]);

@@ -83,6 +83,8 @@ class LmnnProblem {
   mutable uint32_t generation_ = 0;
   mutable std::vector<double> pair_w_;   // (P) gradient weight per pair, zero between calls
   mutable std::vector<int32_t> touched_;  // pairs with a weight in this call
+  mutable Mat Z_;  // (m, r) X L of the last call
+  mutable Mat Y_;  // (m, d) Lap(w) X of the last gradient
   template <typename DistFn>
   double evaluate(DistFn&& compute, const std::vector<int32_t>* subset, Mat* grad,
                   std::vector<int32_t>* active) const;

@@ -142,6 +142,30 @@ TEST(LmnnHierarchical, ALevelWithoutTripletsLeavesThePointsAlone) {
   EXPECT_FALSE(metric_differs_from_identity(r.L));
 }
 
+TEST(LmnnHierarchical, LevelMaxIterCapsEveryLevelsSolve) {
+  Mat X;
+  std::vector<int32_t> y;
+  three_blobs(X, y, 90, 5);
+  HierOptions h;
+  h.levels = 10;
+  SolverOptions so;
+  so.tol = 0;  // never converged: every level that learns runs to its cap
+  so.max_iter = 50;
+  Generator g1(9), g2(9);
+  const HierResult free_run = hierarchical_fit(X, y, {Mining::BH, 3, 1.4}, so, h, g1);
+  h.level_max_iter = 7;
+  const HierResult capped = hierarchical_fit(X, y, {Mining::BH, 3, 1.4}, so, h, g2);
+  int64_t solved = 0;
+  for (size_t t = 0; t < capped.levels.size(); ++t) {
+    EXPECT_LE(capped.levels[t].iterations, 7) << "level " << t;
+    if (capped.levels[t].triplets > 0) ++solved;
+  }
+  ASSERT_GE(solved, 1) << "the toy set must give a level with triplets";
+  int64_t longer = 0;
+  for (const LevelStats& lv : free_run.levels) longer += lv.iterations > 7 ? 1 : 0;
+  EXPECT_GE(longer, 1) << "without the cap a level runs past 7 steps (--max-iter applies)";
+}
+
 TEST(LmnnMetric, DiffersFromIdentityUpToScale) {
   EXPECT_FALSE(metric_differs_from_identity(Mat::identity(3)));
   Mat s = Mat::identity(3);

@@ -211,6 +211,16 @@ TEST(LmnnData, SplitsHaveTheProtocolSizesAndFollowTheSeed) {
   std::vector<int> per_subject(40, 0);
   for (int64_t i : o.test) ++per_subject[orl[i]];
   for (int v : per_subject) EXPECT_EQ(v, 2);
+  // The authors' fixed split: 7-8 validation, 9-10 test (0-based 6-7, 8-9) in every seed.
+  for (uint64_t seed : {1u, 2u, 3u}) {
+    const SplitIdx f = orl_split(orl, seed, true);
+    EXPECT_EQ(f.train, o.train);
+    ASSERT_EQ(f.val.size(), 80u);
+    ASSERT_EQ(f.test.size(), 80u);
+    for (int64_t i : f.val) EXPECT_TRUE(i % 10 == 6 || i % 10 == 7) << i;
+    for (int64_t i : f.test) EXPECT_TRUE(i % 10 == 8 || i % 10 == 9) << i;
+  }
+  EXPECT_NE(orl_split(orl, 1).test, orl_split(orl, 2).test) << "the protocol's split follows the seed";
 
   std::vector<int32_t> digits;
   for (int i = 0; i < 3000; ++i) digits.push_back(i % 10);
