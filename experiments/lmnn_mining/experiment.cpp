@@ -184,6 +184,32 @@ std::vector<CellRun> run_seeds(const std::vector<StudySplit>& splits,
   return runs;
 }
 
+EuclideanBaseline euclidean_baseline(const std::vector<StudySplit>& splits,
+                                     const std::vector<int64_t>& ks) {
+  MN_CHECK(!ks.empty() && !splits.empty(), "lmnn: the Euclidean baseline needs a k grid and a split");
+  EuclideanBaseline b;
+  b.dataset = splits[0].dataset;
+  b.ks = ks;
+  for (const StudySplit& sp : splits) {
+    const Mat I = Mat::identity(sp.train.cols);
+    int64_t best_k = ks[0];
+    double best_val = -1;
+    std::vector<double> at;
+    for (int64_t k : ks) {
+      const double val = knn_accuracy(sp.train, sp.ytrain, sp.val, sp.yval, I, k);
+      if (val > best_val || (val == best_val && k < best_k)) {
+        best_val = val;
+        best_k = k;
+      }
+      at.push_back(knn_accuracy(sp.train, sp.ytrain, sp.test, sp.ytest, I, k));
+    }
+    b.chosen_k.push_back(best_k);
+    b.test.push_back(knn_accuracy(sp.train, sp.ytrain, sp.test, sp.ytest, I, best_k));
+    b.test_at.push_back(at);
+  }
+  return b;
+}
+
 CellRun run_cell(const StudySplit& split, const TrainSettings& s, const std::vector<int64_t>& ks,
                  const std::vector<double>& cs, uint64_t seed) {
   return run_seeds({split}, {seed}, s, ks, cs, true).at(0);

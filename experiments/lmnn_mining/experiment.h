@@ -73,6 +73,21 @@ std::vector<CellRun> run_seeds(const std::vector<StudySplit>& splits,
                                const std::vector<uint64_t>& seeds, const TrainSettings& s,
                                const std::vector<int64_t>& ks, const std::vector<double>& cs,
                                bool select_each);
+// The reference every cell is read against: k-NN with the Euclidean metric
+// (L = I, nothing learned) on the same splits. Per seed, k is chosen on the
+// validation split from the k grid (ties: the smaller k) and scored on the
+// test split; test accuracy at every k of the grid is kept too (the authors'
+// code fixes k = 3 for the hierarchical runs).
+struct EuclideanBaseline {
+  std::string dataset;
+  std::vector<int64_t> ks;                  // the grid
+  std::vector<int64_t> chosen_k;            // per seed
+  std::vector<double> test;                 // per seed, at the chosen k (%)
+  std::vector<std::vector<double>> test_at; // [seed][grid index] (%)
+};
+EuclideanBaseline euclidean_baseline(const std::vector<StudySplit>& splits,
+                                     const std::vector<int64_t>& ks);
+
 // run_seeds for one split.
 CellRun run_cell(const StudySplit& split, const TrainSettings& s, const std::vector<int64_t>& ks,
                  const std::vector<double>& cs, uint64_t seed);

@@ -74,8 +74,11 @@ exp::Json run_json(uint64_t seed, const CellRun& r);
 // One cell's summary (the numbers of results.md, the verdict, the first seed's
 // levels): results.json's cell without its runs, and the cell's metrics.jsonl line.
 exp::Json cell_json(const CellResult& c);
-std::string results_markdown(const std::vector<CellResult>& cells, const RunInfo& info);
-std::string results_json(const std::vector<CellResult>& cells, const RunInfo& info);
+// `baselines`: the Euclidean k-NN reference per data set (a section of its own).
+std::string results_markdown(const std::vector<CellResult>& cells, const RunInfo& info,
+                             const std::vector<EuclideanBaseline>& baselines = {});
+std::string results_json(const std::vector<CellResult>& cells, const RunInfo& info,
+                         const std::vector<EuclideanBaseline>& baselines = {});
 
 // Fig. 2: one row per ORL cell (first seed's chosen model), ten columns: column
 // j of L mapped back through the eigenfaces (D, q), each rescaled to [0, 255];

@@ -216,6 +216,7 @@ int LmnnStudy::run(RunContext& ctx) {
   RunInfo info = run_info(f);
 
   std::vector<CellResult> cells;
+  std::vector<EuclideanBaseline> baselines;  // one per data set: the reference
   const int64_t total = static_cast<int64_t>(datasets.size() * minings.size() * approaches.size());
   const auto t0 = std::chrono::steady_clock::now();
   const uint64_t first_seed = ctx.seed();
@@ -227,6 +228,7 @@ int LmnnStudy::run(RunContext& ctx) {
     // One split per seed, shared by every cell of the data set.
     std::vector<StudySplit> splits;
     for (int64_t s = 0; s < f.i64("seeds"); ++s) splits.push_back(data_->split(ds, first_seed + s));
+    baselines.push_back(euclidean_baseline(splits, ks));
     if (ds == "orl") {
       eigenfaces = splits[0].eigenfaces;
       img_h = splits[0].image_h;
@@ -262,9 +264,9 @@ int LmnnStudy::run(RunContext& ctx) {
       }
   }
   info.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const std::string md = results_markdown(cells, info);
+  const std::string md = results_markdown(cells, info, baselines);
   exp::write_file_atomic(ctx.out_path("results.md"), md);
-  exp::write_file_atomic(ctx.out_path("results.json"), results_json(cells, info));
+  exp::write_file_atomic(ctx.out_path("results.json"), results_json(cells, info, baselines));
   std::vector<CellResult> orl;
   for (const CellResult& c : cells)
     if (c.dataset == "orl" && !c.hierarchical) orl.push_back(c);

@@ -104,5 +104,32 @@ TEST(LmnnReport, HandMadeCellsAreCountedOnTheirSide) {
   EXPECT_NE(md.find("commit `abc`, machine test CPU"), std::string::npos);
 }
 
+TEST(LmnnReport, EuclideanReferenceCountsCellsBelowIt) {
+  // MNIST reference 80 ± 2 (k on validation): below it means a mean under 78.
+  // Paper: hier. k-BA 71 and k-BH 77 below, k-NS 79 not; flat k-BH 82 not.
+  const std::vector<CellResult> cells = {
+      cell("mnist", true, Mining::BA, {76, 78}, {5, 7}),   // ours 77: below
+      cell("mnist", true, Mining::BH, {80, 82}, {5, 7}),   // ours 81: not
+      cell("mnist", true, Mining::NS, {79, 79}, {5, 7}),   // ours 79: not
+      cell("mnist", false, Mining::BH, {60, 62}, {5, 7}),  // ours 61: below
+  };
+  EuclideanBaseline b;
+  b.dataset = "mnist";
+  b.ks = {1, 3};
+  b.chosen_k = {1, 3};
+  b.test = {78, 82};  // 80 ± 2.83
+  b.test_at = {{78, 70}, {80, 82}};
+  RunInfo info;
+  const std::string md = results_markdown(cells, info, {b});
+  EXPECT_NE(md.find("| mnist | 1 (1), 3 (1) | 80.00 ± 2.83 | 79.00 ± 1.41 | 76.00 ± 8.49 | "
+                    "0 of 1 / 2 of 3 | 1 of 1 / 1 of 3 |"),
+            std::string::npos)
+      << md;
+  EXPECT_EQ(results_markdown(cells, info).find("## The reference"), std::string::npos)
+      << "no baseline given, no section";
+  const std::string js = results_json(cells, info, {b});
+  EXPECT_NE(js.find("\"euclidean_baseline\""), std::string::npos);
+}
+
 }  // namespace
 }  // namespace mn::lmnn

@@ -187,6 +187,32 @@ TEST(LmnnKnn, VotesAndTies) {
   EXPECT_THROW(knn_accuracy(tr, ytr, te, {0, 0, 0}, I, 6), Error);
 }
 
+TEST(LmnnKnn, EuclideanBaselineChoosesKOnValidation) {
+  // 1-D: class 0 near 0, class 1 near 10, one mislabelled class-1 point at 0.2.
+  // A validation point at 0.1 is right for k = 3 and wrong for k = 1.
+  StudySplit sp;
+  sp.dataset = "toy";
+  sp.train = Mat(6, 1);
+  const double xs[6] = {0.0, 0.3, 0.2, 10.0, 10.3, 9.8};
+  for (int i = 0; i < 6; ++i) sp.train(i, 0) = xs[i];
+  sp.ytrain = {0, 0, 1, 1, 1, 1};
+  sp.val = Mat(1, 1);
+  sp.val(0, 0) = 0.19;
+  sp.yval = {0};
+  sp.test = Mat(2, 1);
+  sp.test(0, 0) = 0.21;  // nearest is the mislabelled point
+  sp.test(1, 0) = 9.9;
+  sp.ytest = {0, 1};
+  const EuclideanBaseline b = euclidean_baseline({sp, sp}, {1, 3});
+  EXPECT_EQ(b.dataset, "toy");
+  ASSERT_EQ(b.chosen_k.size(), 2u);
+  EXPECT_EQ(b.chosen_k[0], 3);
+  ASSERT_EQ(b.test_at.size(), 2u);
+  EXPECT_DOUBLE_EQ(b.test_at[0][0], 50.0);  // k = 1: the 0.21 point goes wrong
+  EXPECT_DOUBLE_EQ(b.test_at[0][1], 100.0);
+  EXPECT_DOUBLE_EQ(b.test[0], 100.0);
+}
+
 TEST(LmnnData, SplitsHaveTheProtocolSizesAndFollowTheSeed) {
   const SplitIdx a = iris_split(150, 0), b = iris_split(150, 0), c = iris_split(150, 1);
   EXPECT_EQ(a.train.size(), 105u);
