@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages MetricNet needs that are missing on this machine.
 #   tools/install-deps.sh           build + test dependencies
-#   tools/install-deps.sh --bench   also the benchmark references (OpenBLAS, PyTorch) and gnuplot
+#   tools/install-deps.sh --bench   also the benchmark references (OpenBLAS, PyTorch, CVXOPT) and gnuplot
 # nvcc is expected at /usr/local/cuda (the CUDA toolkit is not a Debian package here);
 # without it the build is CPU-only.
 set -euo pipefail
@@ -13,7 +13,7 @@ pkgs+=(libxxhash-dev clang libclang-rt-dev)
 # Data-parallel training over MPI (mpirun -np N; runtime/comm.h) and its 2-rank tests.
 pkgs+=(libopenmpi-dev openmpi-bin)
 if [[ "${1:-}" == "--bench" ]]; then
-  pkgs+=(libopenblas-dev python3-torch python3-numpy)
+  pkgs+=(libopenblas-dev python3-torch python3-numpy python3-cvxopt)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

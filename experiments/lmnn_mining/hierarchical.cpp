@@ -118,6 +118,30 @@ bool level_transform(const Mat& X, Mat M, const HierOptions& h, double sigma_ref
   return true;
 }
 
+// Solves one problem (a level's union of spheres, or one sphere) and applies
+// its transform to X; the composed transform in res.L, this solve's in *last.
+void solve_and_apply(Mat& X, Mined& terms, const SolverOptions& so, const HierOptions& h,
+                     double sigma1, HierResult& res, LevelStats& st, Mat* last) {
+  // A pair or triplet found in two spheres counts once.
+  std::sort(terms.pull.begin(), terms.pull.end());
+  terms.pull.erase(std::unique(terms.pull.begin(), terms.pull.end()), terms.pull.end());
+  std::sort(terms.triplets.begin(), terms.triplets.end());
+  terms.triplets.erase(std::unique(terms.triplets.begin(), terms.triplets.end()), terms.triplets.end());
+  st.triplets += static_cast<int64_t>(terms.triplets.size());
+  if (terms.triplets.empty()) return;
+  SolverOptions lso = so;
+  if (h.level_max_iter > 0) lso.max_iter = h.level_max_iter;
+  const SolveResult sr = solve_lmnn(X, terms, lso);
+  st.iterations += sr.iterations;
+  Mat L;
+  const bool ok = level_transform(X, sr.M, h, sigma1, L);
+  st.collapsed = st.collapsed || !ok;
+  if (!ok) return;
+  X = matmul(X, L);
+  res.L = matmul(res.L, L);
+  *last = std::move(L);
+}
+
 }  // namespace
 
 HierResult hierarchical_fit(const Mat& X0, const std::vector<int32_t>& y, const MinerParams& mp,
@@ -128,6 +152,7 @@ HierResult hierarchical_fit(const Mat& X0, const std::vector<int32_t>& y, const 
   MN_CHECK(n >= 2, "lmnn hierarchical: needs at least 2 training points (got ", n, ")");
   HierResult res;
   res.L = Mat::identity(d);
+  Mat last = Mat::identity(d);  // the last solve's own transform
   Mat X = X0;
   const double sigma1 = mean_feature_sd(X0);
   double r = 0;
@@ -140,29 +165,20 @@ HierResult hierarchical_fit(const Mat& X0, const std::vector<int32_t>& y, const 
     st.n_s = plan[tau].n_s;
     st.p = plan[tau].p;
     Mined all;
-    for (int64_t s = 0; s < st.n_s; ++s)
+    for (int64_t s = 0; s < st.n_s; ++s) {
       mine_sphere(X, y, draw_centre(X, h.centre_on_points, g), r, st.p, mp, g, all, st);
-    // The union: a pair or triplet found in two spheres counts once.
-    std::sort(all.pull.begin(), all.pull.end());
-    all.pull.erase(std::unique(all.pull.begin(), all.pull.end()), all.pull.end());
-    std::sort(all.triplets.begin(), all.triplets.end());
-    all.triplets.erase(std::unique(all.triplets.begin(), all.triplets.end()), all.triplets.end());
-    st.triplets = static_cast<int64_t>(all.triplets.size());
-    if (!all.triplets.empty()) {
-      SolverOptions lso = so;
-      if (h.level_max_iter > 0) lso.max_iter = h.level_max_iter;
-      const SolveResult sr = solve_lmnn(X, all, lso);
-      st.iterations = sr.iterations;
-      Mat L;
-      st.collapsed = !level_transform(X, sr.M, h, sigma1, L);
-      if (!st.collapsed) {
-        X = matmul(X, L);
-        res.L = matmul(res.L, L);
+      if (h.solve_per_sphere) {  // the authors' code: solve and project after every sphere
+        solve_and_apply(X, all, so, h, sigma1, res, st, &last);
+        all = Mined{};
       }
     }
+    if (!h.solve_per_sphere) solve_and_apply(X, all, so, h, sigma1, res, st, &last);
     st.sigma_after = mean_feature_sd(X);
     res.levels.push_back(st);
   }
+  // The authors' main.m scores k-NN with the last solve's M + I on the
+  // ORIGINAL features (X_train = X_train_original before knn(..., M)).
+  if (h.metric_last) res.L = std::move(last);
   return res;
 }
 

@@ -30,6 +30,13 @@
 // the margin and the radii keep their meaning at every level. LevelScale::None
 // is the literal composition, for comparison. A level without triplets leaves
 // X unchanged (L = I).
+//
+// Two variants reproduce what the authors' public code does and the paper's
+// text does not say: solve_per_sphere (one solve per sphere on its own sample,
+// the data projected after each, so a level composes n_s transforms) and
+// metric_last (main.m restores the original training features after the loop
+// and scores k-NN with the last sphere's M + I alone: our result is then the
+// last solve's transform, not the composition).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -54,7 +61,10 @@ struct HierOptions {
   double diag_boost = 1.0;                   // M += diag_boost * I per level (authors' code: 1)
   LevelScale scale = LevelScale::Sigma;
   bool centre_on_points = false;             // centres: random training points, not the box
-  int64_t level_max_iter = 0;                // most solver steps per level (0: the solver's max_iter)
+  int64_t level_max_iter = 0;                // most solver steps per solve (0: the solver's max_iter)
+  // Variants of the authors' public code (not the protocol; see hierarchical_fit):
+  bool solve_per_sphere = false;  // one solve per sphere, data projected after each
+  bool metric_last = false;       // the result is the last solve's transform alone, not the composition
 };
 
 // T as the authors ran it: iris 10, orl 30, mnist 50; throws for another name.

@@ -166,6 +166,48 @@ TEST(LmnnHierarchical, LevelMaxIterCapsEveryLevelsSolve) {
   EXPECT_GE(longer, 1) << "without the cap a level runs past 7 steps (--max-iter applies)";
 }
 
+TEST(LmnnHierarchical, AuthorsCodeVariantsSolvePerSphereAndKeepTheLastMetric) {
+  Mat X;
+  std::vector<int32_t> y;
+  three_blobs(X, y, 90, 5);
+  HierOptions h;
+  h.levels = 3;
+  h.r0 = 3.0;  // spheres wide enough to hold two classes from the first level
+  SolverOptions so;
+  so.tol = 0;
+  so.max_iter = 5;  // every solve runs exactly to its cap
+  const MinerParams mp{Mining::BH, 3, 1.4};
+  // Per sphere: a level's steps are 5 per sphere that found triplets.
+  h.solve_per_sphere = true;
+  Generator g1(9);
+  const HierResult per_sphere = hierarchical_fit(X, y, mp, so, h, g1);
+  bool several = false;
+  for (const LevelStats& lv : per_sphere.levels) {
+    EXPECT_EQ(lv.iterations % 5, 0);
+    EXPECT_LE(lv.iterations, 5 * lv.n_s);
+    several = several || lv.iterations > 5;
+  }
+  EXPECT_TRUE(several) << "some level must have solved more than one sphere";
+  // The last metric alone: the same fit (same draws), another transform.
+  h.solve_per_sphere = false;
+  Generator g2(9), g3(9);
+  const HierResult composed = hierarchical_fit(X, y, mp, so, h, g2);
+  h.metric_last = true;
+  const HierResult last = hierarchical_fit(X, y, mp, so, h, g3);
+  ASSERT_EQ(last.levels.size(), composed.levels.size());
+  for (size_t t = 0; t < last.levels.size(); ++t)
+    EXPECT_EQ(last.levels[t].triplets, composed.levels[t].triplets) << "level " << t;
+  EXPECT_NE(last.L.a, composed.L.a);
+  // With one level the last solve is the whole composition.
+  h.levels = 1;
+  Generator g4(9), g5(9);
+  const HierResult one_last = hierarchical_fit(X, y, mp, so, h, g4);
+  h.metric_last = false;
+  const HierResult one_composed = hierarchical_fit(X, y, mp, so, h, g5);
+  ASSERT_GT(one_composed.levels[0].triplets, 0);
+  EXPECT_EQ(one_last.L.a, one_composed.L.a);
+}
+
 TEST(LmnnMetric, DiffersFromIdentityUpToScale) {
   EXPECT_FALSE(metric_differs_from_identity(Mat::identity(3)));
   Mat s = Mat::identity(3);
