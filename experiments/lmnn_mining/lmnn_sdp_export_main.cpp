@@ -6,10 +6,12 @@
 // points with which both metrics are scored by k-NN.
 //
 //   lmnn_sdp_export --dataset orl --mining k-BH --k 1 --c 0.1 --seed 1 --out orl.json
+#include <cstdio>
 #include <fstream>
-#include <iostream>
 #include <string>
 
+#include "experiments/common/flags.h"
+#include "experiments/common/harness.h"
 #include "experiments/common/json.h"
 #include "experiments/lmnn_mining/datasets.h"
 #include "experiments/lmnn_mining/experiment.h"
@@ -20,46 +22,22 @@
 
 namespace {
 
+using mn::exp::Flags;
 using mn::exp::Json;
 using mn::lmnn::Mat;
 
-struct Args {
-  std::string dataset = "iris", mining = "k-BH", out, data_dir;
-  int64_t k = 3, seed = 1, max_iter = 1000;
-  double c = 1.0, tol = 1e-5;
-  bool help = false;
-};
-
-Args parse(int argc, char** argv) {
-  Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string key = argv[i];
-    if (key == "--help") {
-      std::cout << "usage: lmnn_sdp_export --dataset iris|orl|mnist --mining NAME --k K --c C "
-                   "[--seed S] [--max-iter N] [--tol X] [--data-dir DIR] --out FILE.json\n";
-      a.help = true;
-      return a;
-    }
-    MN_CHECK(i + 1 < argc, "lmnn_sdp_export: ", key, " needs a value");
-    const std::string v = argv[++i];
-    try {
-      if (key == "--dataset") a.dataset = v;
-      else if (key == "--mining") a.mining = v;
-      else if (key == "--out") a.out = v;
-      else if (key == "--data-dir") a.data_dir = v;
-      else if (key == "--k") a.k = std::stoll(v);
-      else if (key == "--seed") a.seed = std::stoll(v);
-      else if (key == "--max-iter") a.max_iter = std::stoll(v);
-      else if (key == "--c") a.c = std::stod(v);
-      else if (key == "--tol") a.tol = std::stod(v);
-      else MN_THROW("lmnn_sdp_export: unknown flag ", key, " (see --help)");
-    } catch (const std::logic_error&) {
-      MN_THROW("lmnn_sdp_export: ", key, " wants a number, got '", v, "'");
-    }
-  }
-  MN_CHECK(!a.out.empty(), "lmnn_sdp_export: --out FILE is required");
-  MN_CHECK(a.k >= 1 && a.c >= 0 && a.max_iter >= 1, "lmnn_sdp_export: bad --k, --c or --max-iter");
-  return a;
+void declare(Flags& f) {
+  f.add_string("dataset", "iris", "data set", {"iris", "orl", "mnist"});
+  f.add_string("mining", "k-BH", "miner: k-BA, k-BH, k-BSH, k-HPEN, k-EPEN, k-EPHN or k-NS");
+  f.add_int("k", 3, "neighbour count of the miner (and of the k-NN scores)", 1, 1000);
+  f.add_double("c", 1.0, "hinge weight", 0, 1e9);
+  f.add_int("seed", 1, "the study's seed: the split and the miner's stream, as in its cells", 0,
+            1000000000);
+  f.add_int("max-iter", 1000, "our solver: most projected sub-gradient steps", 1, 100000000);
+  f.add_double("tol", 1e-5, "our solver: relative objective change that stops it", 0, 1);
+  f.add_string("out", "lmnn_problem.json", "the JSON file written");
+  f.add_string("data-dir", "", "folder holding iris/, orl_faces/, mnist/ (default: $MN_DATA_DIR, "
+               "./datasets, ../shared/datasets)");
 }
 
 Json matrix(const Mat& m) {
@@ -72,26 +50,27 @@ Json matrix(const Mat& m) {
   return rows;
 }
 
-int run(int argc, char** argv) {
-  const Args a = parse(argc, argv);
-  if (a.help) return 0;
-  mn::lmnn::StudyData data(a.data_dir);
-  const mn::lmnn::StudySplit sp = data.split(a.dataset, static_cast<uint64_t>(a.seed));
-  const mn::lmnn::MinerParams mp{mn::lmnn::parse_mining(a.mining), a.k, 1.4};
+int run(const Flags& f) {
+  const std::string dataset = f.str("dataset"), mining = f.str("mining"), out = f.str("out");
+  const int64_t k = f.i64("k"), seed = f.i64("seed");
+  const double c = f.f64("c");
+  mn::lmnn::StudyData data(f.str("data-dir"));
+  const mn::lmnn::StudySplit sp = data.split(dataset, static_cast<uint64_t>(seed));
+  const mn::lmnn::MinerParams mp{mn::lmnn::parse_mining(mining), k, 1.4};
   // The study's stream for (seed, k) (experiment.cpp train_metric): the same terms as its cell.
-  mn::Generator g(static_cast<uint64_t>(a.seed) * 7919ULL + static_cast<uint64_t>(a.k) + 17ULL);
+  mn::Generator g(static_cast<uint64_t>(seed) * 7919ULL + static_cast<uint64_t>(k) + 17ULL);
   const mn::lmnn::Mined terms = mn::lmnn::mine(sp.train, sp.ytrain, mp, g);
   mn::lmnn::SolverOptions so;
-  so.c = a.c;
-  so.max_iter = a.max_iter;
-  so.tol = a.tol;
+  so.c = c;
+  so.max_iter = f.i64("max-iter");
+  so.tol = f.f64("tol");
   const mn::lmnn::SolveResult r = mn::lmnn::solve_lmnn(sp.train, terms, so);
   Json js;
-  js["dataset"] = a.dataset;
-  js["mining"] = a.mining;
-  js["k"] = a.k;
-  js["c"] = a.c;
-  js["seed"] = a.seed;
+  js["dataset"] = dataset;
+  js["mining"] = mining;
+  js["k"] = k;
+  js["c"] = c;
+  js["seed"] = seed;
   js["X"] = matrix(sp.train);
   js["y"] = sp.ytrain;
   js["Xval"] = matrix(sp.val);
@@ -105,25 +84,36 @@ int run(int argc, char** argv) {
   js["iterations_ours"] = r.iterations;
   js["converged_ours"] = r.converged;
   const Mat I = Mat::identity(sp.train.cols);
-  js["test_accuracy_ours"] = mn::lmnn::knn_accuracy(sp.train, sp.ytrain, sp.test, sp.ytest, r.L, a.k);
-  js["test_accuracy_euclidean"] = mn::lmnn::knn_accuracy(sp.train, sp.ytrain, sp.test, sp.ytest, I, a.k);
-  std::ofstream f(a.out);
-  MN_CHECK(f.good(), "lmnn_sdp_export: cannot write ", a.out);
-  f << js.dump() << "\n";
-  MN_CHECK(f.good(), "lmnn_sdp_export: writing ", a.out, " failed");
-  std::cout << a.dataset << " " << a.mining << " k=" << a.k << " c=" << a.c << ": "
-            << terms.triplets.size() << " triplets, objective " << r.objective << " after "
-            << r.iterations << " steps -> " << a.out << "\n";
-  return 0;
+  js["test_accuracy_ours"] = mn::lmnn::knn_accuracy(sp.train, sp.ytrain, sp.test, sp.ytest, r.L, k);
+  js["test_accuracy_euclidean"] = mn::lmnn::knn_accuracy(sp.train, sp.ytrain, sp.test, sp.ytest, I, k);
+  std::ofstream file(out);
+  MN_CHECK(file.good(), "--out ", out, ": cannot write the file");
+  file << js.dump() << "\n";
+  MN_CHECK(file.good(), "--out ", out, ": writing failed (disk full?)");
+  std::printf("%s %s k=%lld c=%g: %zu triplets, objective %g after %lld steps -> %s\n",
+              dataset.c_str(), mining.c_str(), static_cast<long long>(k), c, terms.triplets.size(),
+              r.objective, static_cast<long long>(r.iterations), out.c_str());
+  return mn::exp::kExitOk;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  Flags f("lmnn_sdp_export", "One LMNN problem of the study, solved by our solver, as JSON for "
+          "bench/references/lmnn_sdp_cvxopt.py");
   try {
-    return run(argc, argv);
+    declare(f);
+    if (!f.parse(argc, argv)) return mn::exp::kExitOk;  // --help
+    f.validate_ranges();
+    mn::lmnn::parse_mining(f.str("mining"));
   } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
+    std::fprintf(stderr, "lmnn_sdp_export: %s\n", mn::user_message(e).c_str());
+    return mn::exp::kExitUsage;
   }
-  return 1;
+  try {
+    return run(f);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "lmnn_sdp_export: error: %s\n", mn::user_message(e).c_str());
+    return mn::exp::kExitFailed;
+  }
 }
