@@ -81,8 +81,6 @@ Mat symmetric_copy(const Mat& Ain, const char* op) {
   return A;
 }
 
-
-
 // sqrt(x^2 + z^2) without std::hypot's cost; hypot's scaling only where the
 // squares could overflow or underflow (never for the metrics and Gram
 // matrices here, kept for safety).
@@ -230,9 +228,8 @@ Eigen sorted_rows(std::vector<double> values, const Mat& rows) {
 
 }  // namespace
 
-// Householder reduction A = Q T Q^T (T tridiagonal: diagonal d, sub-diagonal e),
-// then implicit QR sweeps on T with a Wilkinson shift, each a chase of the bulge
-// by Givens rotations that are also applied to Q's columns.
+// Householder reduction A = Q T Q^T (tridiagonalize), then implicit QR sweeps
+// on T with a Wilkinson shift (implicit_qr), the rotations also applied to Q.
 Eigen eigh(const Mat& Ain) {
   Mat A = symmetric_copy(Ain, "lmnn::eigh");
   Tridiagonal t = tridiagonalize(A);
