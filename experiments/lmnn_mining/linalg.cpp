@@ -98,12 +98,22 @@ struct Tridiagonal {
   Mat Qt;
 };
 
-// Householder reduction: step k reflects A[k+1.., k] onto alpha e_1.
-Tridiagonal tridiagonalize(Mat& A) {
+// The solver's eigensolver runs once per step on a 30 x 30 metric: its two
+// phases are also compiled for AVX2 + FMA and chosen at run time (the
+// library's kernels dispatch the same way; default: the baseline build).
+// An exception thrown inside a target_clones function ends the process
+// (GCC 12: std::terminate even with a handler above; clang unwinds), so
+// the cloned functions neither throw nor allocate: they report failure by
+// value and their callers allocate and throw.
+#define MN_LMNN_CLONES __attribute__((target_clones("arch=haswell", "default")))
+
+// Householder reduction: step k reflects A[k+1.., k] onto alpha e_1, its unit
+// vector kept in V's row k (zero: no reflection). Only A's lower triangle is
+// read and updated (A is symmetric). p: n doubles of scratch.
+MN_LMNN_CLONES void householder_steps(Mat& A, Mat& V, std::vector<double>& p) {
   const int64_t n = A.rows;
-  Mat Qt = Mat::identity(n);
-  std::vector<double> v(static_cast<size_t>(n)), p(static_cast<size_t>(n)), s(static_cast<size_t>(n));
   for (int64_t k = 0; k + 2 < n; ++k) {
+    double* v = V.row(k);
     double xnorm = 0;
     for (int64_t i = k + 1; i < n; ++i) xnorm += A(i, k) * A(i, k);
     xnorm = std::sqrt(xnorm);
@@ -115,49 +125,76 @@ Tridiagonal tridiagonalize(Mat& A) {
       vnorm += v[i] * v[i];
     }
     vnorm = std::sqrt(vnorm);
-    if (vnorm == 0.0) continue;
-    for (int64_t i = k + 1; i < n; ++i) v[i] /= vnorm;
-    // Trailing block B <- H B H = B - 2 (v w^T + w v^T), w = Bv - (v^T B v) v.
-    double kappa = 0;
-    for (int64_t i = k + 1; i < n; ++i) {
-      double acc = 0;
-      const double* Ai = A.row(i);
-      for (int64_t j = k + 1; j < n; ++j) acc += Ai[j] * v[j];
-      p[i] = acc;
-      kappa += v[i] * acc;
+    if (vnorm == 0.0) {
+      std::fill(v, v + n, 0.0);
+      continue;
     }
+    for (int64_t i = k + 1; i < n; ++i) v[i] /= vnorm;
+    // Trailing block B <- H B H = B - 2 (v w^T + w v^T), w = Bv - (v^T B v) v,
+    // p = B v from the lower triangle.
+    std::fill(p.begin() + k + 1, p.end(), 0.0);
+    for (int64_t i = k + 1; i < n; ++i) {
+      const double* Ai = A.row(i);
+      double acc = Ai[i] * v[i];
+      for (int64_t j = k + 1; j < i; ++j) {
+        acc += Ai[j] * v[j];
+        p[j] += Ai[j] * v[i];
+      }
+      p[i] += acc;
+    }
+    double kappa = 0;
+    for (int64_t i = k + 1; i < n; ++i) kappa += v[i] * p[i];
     for (int64_t i = k + 1; i < n; ++i) p[i] -= kappa * v[i];
     for (int64_t i = k + 1; i < n; ++i) {
       double* Ai = A.row(i);
-      for (int64_t j = k + 1; j < n; ++j) Ai[j] -= 2.0 * (v[i] * p[j] + p[i] * v[j]);
+      for (int64_t j = k + 1; j <= i; ++j) Ai[j] -= 2.0 * (v[i] * p[j] + p[i] * v[j]);
     }
-    A(k + 1, k) = A(k, k + 1) = alpha;
-    for (int64_t i = k + 2; i < n; ++i) A(i, k) = A(k, i) = 0.0;
-    // Q <- Q H on columns k+1..: Qt's rows j -= 2 v_j (v^T Qt[k+1.., :]).
-    std::fill(s.begin(), s.end(), 0.0);
-    for (int64_t j = k + 1; j < n; ++j) {
-      const double* Qj = Qt.row(j);
-      for (int64_t r = 0; r < n; ++r) s[r] += v[j] * Qj[r];
+    A(k + 1, k) = alpha;
+    for (int64_t i = k + 2; i < n; ++i) A(i, k) = 0.0;
+  }
+}
+
+// Q = H_0 (H_1 (... H_{n-3})) into Q (the identity on entry), from the last
+// reflection back: H_k then touches rows and columns k+1.. only. s: n doubles.
+MN_LMNN_CLONES void accumulate_q(const Mat& V, Mat& Q, std::vector<double>& s) {
+  const int64_t n = Q.rows;
+  for (int64_t k = n - 3; k >= 0; --k) {
+    const double* v = V.row(k);
+    std::fill(s.begin() + k + 1, s.end(), 0.0);
+    for (int64_t i = k + 1; i < n; ++i) {
+      const double* Qi = Q.row(i);
+      for (int64_t j = k + 1; j < n; ++j) s[j] += v[i] * Qi[j];
     }
-    for (int64_t j = k + 1; j < n; ++j) {
-      double* Qj = Qt.row(j);
-      const double f = 2.0 * v[j];
-      for (int64_t r = 0; r < n; ++r) Qj[r] -= f * s[r];
+    for (int64_t i = k + 1; i < n; ++i) {
+      double* Qi = Q.row(i);
+      const double f = 2.0 * v[i];
+      for (int64_t j = k + 1; j < n; ++j) Qi[j] -= f * s[j];
     }
   }
+}
+
+// A = Q T Q^T with T tridiagonal. The buffers are allocated here, outside the
+// clones (see MN_LMNN_CLONES).
+Tridiagonal tridiagonalize(Mat& A) {
+  const int64_t n = A.rows;
+  Mat V(n, n), Q = Mat::identity(n);
+  std::vector<double> scratch(static_cast<size_t>(n));
+  householder_steps(A, V, scratch);
+  accumulate_q(V, Q, scratch);
   Tridiagonal t;
   t.d.resize(static_cast<size_t>(n));
   t.e.assign(static_cast<size_t>(std::max<int64_t>(n, 1)), 0.0);
   for (int64_t i = 0; i < n; ++i) t.d[i] = A(i, i);
   for (int64_t i = 0; i + 1 < n; ++i) t.e[i] = A(i + 1, i);
-  t.Qt = std::move(Qt);
+  t.Qt = transpose(Q);
   return t;
 }
 
 // Implicit symmetric QR on T with a Wilkinson shift: each sweep chases the
 // bulge with Givens rotations, also applied to Qt's rows k and k+1. On return
-// t.d holds the eigenvalues (unsorted) and Qt's rows their eigenvectors.
-void implicit_qr(Tridiagonal& t, const char* op) {
+// t.d holds the eigenvalues (unsorted) and Qt's rows their eigenvectors;
+// false when it did not converge (NaN or Inf entries).
+MN_LMNN_CLONES bool implicit_qr(Tridiagonal& t) {
   std::vector<double>& d = t.d;
   std::vector<double>& e = t.e;
   const int64_t n = static_cast<int64_t>(d.size());
@@ -173,8 +210,7 @@ void implicit_qr(Tridiagonal& t, const char* op) {
     if (m == 0) break;
     int64_t l = m - 1;
     while (l > 0 && e[l - 1] != 0.0) --l;
-    MN_CHECK(++iterations <= max_iterations, op, ": the QR iteration did not converge for a ", n,
-             " x ", n, " matrix (NaN or Inf entries?)");
+    if (++iterations > max_iterations) return false;  // the caller throws (not from a clone)
     const double delta = (d[m - 1] - d[m]) / 2.0;
     const double em = e[m - 1];
     const double mu = d[m] - em * em / (delta + (delta >= 0 ? 1.0 : -1.0) * fast_hypot(delta, em));
@@ -205,6 +241,7 @@ void implicit_qr(Tridiagonal& t, const char* op) {
       }
     }
   }
+  return true;
 }
 
 // Eigenpairs by descending eigenvalue (stable, so ties keep their order),
@@ -233,7 +270,8 @@ Eigen sorted_rows(std::vector<double> values, const Mat& rows) {
 Eigen eigh(const Mat& Ain) {
   Mat A = symmetric_copy(Ain, "lmnn::eigh");
   Tridiagonal t = tridiagonalize(A);
-  implicit_qr(t, "lmnn::eigh");
+  MN_CHECK(implicit_qr(t), "lmnn::eigh: the QR iteration did not converge for a ", A.rows, " x ",
+           A.rows, " matrix (NaN or Inf entries?)");
   // Qt's row j is column j of Q: the eigenvector of d[j].
   return sorted_rows(t.d, t.Qt);
 }
