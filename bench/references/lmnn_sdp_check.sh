@@ -5,6 +5,7 @@
 # than 1 % above the optimum. Exit 77 (skipped) without python3-cvxopt or the data.
 set -u
 export_bin=$1
+[[ -x "$export_bin" ]] || { echo "SKIP: $export_bin is not built (cmake --build ... --target lmnn_sdp_export)"; exit 77; }
 py=${MN_TORCH_PYTHON:-/usr/bin/python3}
 here=$(cd "$(dirname "$0")" && pwd)
 "$py" -c "import cvxopt" 2>/dev/null || { echo "SKIP: python3-cvxopt is not installed"; exit 77; }
