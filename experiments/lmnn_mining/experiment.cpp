@@ -67,12 +67,15 @@ double thread_cpu_seconds() {
 }
 }  // namespace
 
+Generator fit_generator(uint64_t seed, int64_t k) {
+  return Generator(seed * 7919ULL + static_cast<uint64_t>(k) + 17ULL);
+}
+
 TrainedMetric train_metric(const StudySplit& split, const TrainSettings& s, int64_t k, double c,
                            uint64_t seed) {
   const auto t0 = std::chrono::steady_clock::now();
   const double c0 = thread_cpu_seconds();
-  // One stream per (seed, k): the same model whatever thread fits it.
-  Generator g(seed * 7919ULL + static_cast<uint64_t>(k) + 17ULL);
+  Generator g = fit_generator(seed, k);
   MinerParams mp{s.mining, k, s.lambda};
   SolverOptions so = s.solver;
   so.c = c;
@@ -192,20 +195,20 @@ EuclideanBaseline euclidean_baseline(const std::vector<StudySplit>& splits,
   b.ks = ks;
   for (const StudySplit& sp : splits) {
     const Mat I = Mat::identity(sp.train.cols);
-    int64_t best_k = ks[0];
+    size_t best = 0;
     double best_val = -1;
     std::vector<double> at;
-    for (int64_t k : ks) {
-      const double val = knn_accuracy(sp.train, sp.ytrain, sp.val, sp.yval, I, k);
-      if (val > best_val || (val == best_val && k < best_k)) {
+    for (size_t q = 0; q < ks.size(); ++q) {
+      const double val = knn_accuracy(sp.train, sp.ytrain, sp.val, sp.yval, I, ks[q]);
+      if (val > best_val || (val == best_val && ks[q] < ks[best])) {
         best_val = val;
-        best_k = k;
+        best = q;
       }
-      at.push_back(knn_accuracy(sp.train, sp.ytrain, sp.test, sp.ytest, I, k));
+      at.push_back(knn_accuracy(sp.train, sp.ytrain, sp.test, sp.ytest, I, ks[q]));
     }
-    b.chosen_k.push_back(best_k);
-    b.test.push_back(knn_accuracy(sp.train, sp.ytrain, sp.test, sp.ytest, I, best_k));
-    b.test_at.push_back(at);
+    b.chosen_k.push_back(ks[best]);
+    b.test.push_back(at[best]);  // the test accuracy at the chosen k, already computed
+    b.test_at.push_back(std::move(at));
   }
   return b;
 }

@@ -48,6 +48,10 @@ struct TrainedMetric {
   double cpu_seconds = 0;  // CPU time of the fitting thread (the machine is shared)
   FitStats stats;
 };
+// The random stream of one fit: one per (seed, k), so the same model whatever
+// thread fits it (k-NS draws and the spheres), and the same mined terms for
+// any tool that replays a cell (lmnn_sdp_export).
+Generator fit_generator(uint64_t seed, int64_t k);
 // Trains on split.train with k and c; `seed` drives k-NS and the spheres.
 TrainedMetric train_metric(const StudySplit& split, const TrainSettings& s, int64_t k, double c,
                            uint64_t seed);

@@ -135,11 +135,9 @@ Summary summarise(const CellResult& c) {
     s.seeds_without_triplets += r.stats.triplets == 0;
     s.seeds_metric_changed += r.stats.metric_changed;
   }
-  if (n > 1) {
-    double v = 0;
-    for (const CellRun& r : c.runs) v += (r.test_accuracy - s.acc_mean) * (r.test_accuracy - s.acc_mean);
-    s.acc_sd = std::sqrt(v / (n - 1));
-  }
+  std::vector<double> acc;
+  for (const CellRun& r : c.runs) acc.push_back(r.test_accuracy);
+  s.acc_sd = mean_sd(acc).sd;
   return s;
 }
 

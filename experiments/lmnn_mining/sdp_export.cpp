@@ -59,8 +59,8 @@ int run(const Flags& f) {
   mn::lmnn::StudyData data(f.str("data-dir"));
   const mn::lmnn::StudySplit sp = data.split(dataset, static_cast<uint64_t>(seed));
   const mn::lmnn::MinerParams mp{mn::lmnn::parse_mining(mining), k, 1.4};
-  // The study's stream for (seed, k) (experiment.cpp train_metric): the same terms as its cell.
-  mn::Generator g(static_cast<uint64_t>(seed) * 7919ULL + static_cast<uint64_t>(k) + 17ULL);
+  // The study's stream for (seed, k): the same terms as its cell.
+  mn::Generator g = mn::lmnn::fit_generator(static_cast<uint64_t>(seed), k);
   const mn::lmnn::Mined terms = mn::lmnn::mine(sp.train, sp.ytrain, mp, g);
   mn::lmnn::SolverOptions so;
   so.c = c;
