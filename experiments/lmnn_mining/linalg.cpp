@@ -99,18 +99,13 @@ struct Tridiagonal {
 };
 
 // The solver's eigensolver runs once per step on a 30 x 30 metric: its two
-// phases are also compiled for AVX2 + FMA and chosen at run time (the
-// library's kernels dispatch the same way; default: the baseline build).
-// An exception thrown inside a target_clones function ends the process
-// (GCC 12: std::terminate even with a handler above; clang unwinds), so
-// the cloned functions neither throw nor allocate: they report failure by
-// value and their callers allocate and throw.
-#define MN_LMNN_CLONES __attribute__((target_clones("arch=haswell", "default")))
+// phases and the QR sweeps are also compiled for AVX2 + FMA and chosen at run
+// time (MN_LMNN_SIMD, linalg.h).
 
 // Householder reduction: step k reflects A[k+1.., k] onto alpha e_1, its unit
 // vector kept in V's row k (zero: no reflection). Only A's lower triangle is
 // read and updated (A is symmetric). p: n doubles of scratch.
-MN_LMNN_CLONES void householder_steps(Mat& A, Mat& V, std::vector<double>& p) {
+MN_LMNN_BODY void householder_steps_body(Mat& A, Mat& V, std::vector<double>& p) {
   const int64_t n = A.rows;
   for (int64_t k = 0; k + 2 < n; ++k) {
     double* v = V.row(k);
@@ -153,10 +148,11 @@ MN_LMNN_CLONES void householder_steps(Mat& A, Mat& V, std::vector<double>& p) {
     for (int64_t i = k + 2; i < n; ++i) A(i, k) = 0.0;
   }
 }
+MN_LMNN_SIMD(void, householder_steps, (Mat& A, Mat& V, std::vector<double>& p), (A, V, p))
 
 // Q = H_0 (H_1 (... H_{n-3})) into Q (the identity on entry), from the last
 // reflection back: H_k then touches rows and columns k+1.. only. s: n doubles.
-MN_LMNN_CLONES void accumulate_q(const Mat& V, Mat& Q, std::vector<double>& s) {
+MN_LMNN_BODY void accumulate_q_body(const Mat& V, Mat& Q, std::vector<double>& s) {
   const int64_t n = Q.rows;
   for (int64_t k = n - 3; k >= 0; --k) {
     const double* v = V.row(k);
@@ -172,9 +168,10 @@ MN_LMNN_CLONES void accumulate_q(const Mat& V, Mat& Q, std::vector<double>& s) {
     }
   }
 }
+MN_LMNN_SIMD(void, accumulate_q, (const Mat& V, Mat& Q, std::vector<double>& s), (V, Q, s))
 
-// A = Q T Q^T with T tridiagonal. The buffers are allocated here, outside the
-// clones (see MN_LMNN_CLONES).
+// A = Q T Q^T with T tridiagonal. The buffers are allocated here: the
+// dispatched loops allocate nothing and throw nothing.
 Tridiagonal tridiagonalize(Mat& A) {
   const int64_t n = A.rows;
   Mat V(n, n), Q = Mat::identity(n);
@@ -194,7 +191,7 @@ Tridiagonal tridiagonalize(Mat& A) {
 // bulge with Givens rotations, also applied to Qt's rows k and k+1. On return
 // t.d holds the eigenvalues (unsorted) and Qt's rows their eigenvectors;
 // false when it did not converge (NaN or Inf entries).
-MN_LMNN_CLONES bool implicit_qr(Tridiagonal& t) {
+MN_LMNN_BODY bool implicit_qr_body(Tridiagonal& t) {
   std::vector<double>& d = t.d;
   std::vector<double>& e = t.e;
   const int64_t n = static_cast<int64_t>(d.size());
@@ -210,7 +207,7 @@ MN_LMNN_CLONES bool implicit_qr(Tridiagonal& t) {
     if (m == 0) break;
     int64_t l = m - 1;
     while (l > 0 && e[l - 1] != 0.0) --l;
-    if (++iterations > max_iterations) return false;  // the caller throws (not from a clone)
+    if (++iterations > max_iterations) return false;  // the caller throws
     const double delta = (d[m - 1] - d[m]) / 2.0;
     const double em = e[m - 1];
     const double mu = d[m] - em * em / (delta + (delta >= 0 ? 1.0 : -1.0) * fast_hypot(delta, em));
@@ -243,6 +240,7 @@ MN_LMNN_CLONES bool implicit_qr(Tridiagonal& t) {
   }
   return true;
 }
+MN_LMNN_SIMD(bool, implicit_qr, (Tridiagonal& t), (t))
 
 // Eigenpairs by descending eigenvalue (stable, so ties keep their order),
 // eigenvectors given as rows.

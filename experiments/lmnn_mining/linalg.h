@@ -16,6 +16,24 @@
 #include <cstdint>
 #include <vector>
 
+#include "runtime/cpu_features.h"
+
+// The solver's inner loops (eigensolver phases, pair distances, gradient
+// rows) are written once as NAME_body (MN_LMNN_BODY: always inlined) and
+// compiled twice by MN_LMNN_SIMD: NAME_avx2 with AVX2 + FMA, NAME_base for the
+// baseline build; NAME calls the first when the library's CPU path
+// (runtime/cpu_features.h: best supported, or MN_CPU_ISA) is avx2 or better, as
+// the library's kernels dispatch. (GCC's and clang's target_clones with
+// "arch=haswell" test for an Intel Haswell CPU, not for its features: an AMD
+// Zen 3 ran the baseline clones.)
+#define MN_LMNN_BODY inline __attribute__((always_inline))
+#define MN_LMNN_SIMD(ret, name, params, args)                                          \
+  __attribute__((target("avx2,fma"))) ret name##_avx2 params { return name##_body args; } \
+  ret name##_base params { return name##_body args; }                                  \
+  ret name params {                                                                    \
+    return ::mn::cpu_isa() == ::mn::CpuIsa::Scalar ? name##_base args : name##_avx2 args; \
+  }
+
 namespace mn::lmnn {
 
 struct Mat {

@@ -47,21 +47,80 @@ LmnnProblem::LmnnProblem(const Mat& X, const Mined& terms, double c) : d_(X.cols
     for (int64_t q = 0; q < d_; ++q) V_(p, q) = X_(pairs_[p][0], q) - X_(pairs_[p][1], q);
 }
 
-template <typename DistFn>
-double LmnnProblem::evaluate(DistFn&& compute, const std::vector<int32_t>* subset, Mat* grad,
-                             std::vector<int32_t>* active) const {
-  // Each pair's distance at most once per call; the stamp avoids clearing (P).
-  if (++generation_ == 0) {
-    std::fill(stamp_.begin(), stamp_.end(), 0);
-    generation_ = 1;
+namespace {
+
+using Pair = std::array<int32_t, 2>;
+
+// dist[p] = |z_a - z_b|^2 for p = list[i] (p = i when list is null), i < n.
+// Four partial sums: one chain of dependent adds (r of them) was the solver's
+// bottleneck; four chains run in parallel and vectorise.
+MN_LMNN_BODY void pair_sq_dists_body(const double* Z, int64_t r, const Pair* pairs,
+                                  const int32_t* list, int64_t n, double* dist) {
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t p = list ? list[i] : i;
+    const double* za = Z + static_cast<int64_t>(pairs[p][0]) * r;
+    const double* zb = Z + static_cast<int64_t>(pairs[p][1]) * r;
+    double s4[4] = {0, 0, 0, 0};
+    int64_t q = 0;
+    for (; q + 4 <= r; q += 4)
+      for (int u = 0; u < 4; ++u) s4[u] += (za[q + u] - zb[q + u]) * (za[q + u] - zb[q + u]);
+    for (; q < r; ++q) s4[0] += (za[q] - zb[q]) * (za[q] - zb[q]);
+    dist[p] = (s4[0] + s4[1]) + (s4[2] + s4[3]);
   }
-  auto dist = [&](int32_t p) {
-    if (stamp_[p] != generation_) {
-      stamp_[p] = generation_;
-      dist_[p] = compute(p);
+}
+MN_LMNN_SIMD(void, pair_sq_dists, (const double* Z, int64_t r, const Pair* pairs, const int32_t* list, int64_t n, double* dist), (Z, r, pairs, list, n, dist))
+
+// Y_a += w_p v_p, Y_b -= w_p v_p for p = list[i], i < n (then
+// sum_p w_p v_p v_p^T = X^T Y); w_p is reset to 0 on the way.
+MN_LMNN_BODY void scatter_pair_rows_body(const double* V, int64_t d, const Pair* pairs,
+                                      const int32_t* list, int64_t n, double* w, double* Y) {
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t p = list[i];
+    const double wp = w[p];
+    w[p] = 0.0;
+    if (wp == 0.0) continue;  // the terms cancelled
+    const double* v = V + static_cast<int64_t>(p) * d;
+    double* ya = Y + static_cast<int64_t>(pairs[p][0]) * d;
+    double* yb = Y + static_cast<int64_t>(pairs[p][1]) * d;
+    for (int64_t q = 0; q < d; ++q) {
+      ya[q] += wp * v[q];
+      yb[q] -= wp * v[q];
     }
-    return dist_[p];
-  };
+  }
+}
+MN_LMNN_SIMD(void, scatter_pair_rows, (const double* V, int64_t d, const Pair* pairs, const int32_t* list, int64_t n, double* w, double* Y), (V, d, pairs, list, n, w, Y))
+
+}  // namespace
+
+template <typename DistBatch>
+double LmnnProblem::evaluate(DistBatch&& distances, const std::vector<int32_t>* subset,
+                             Mat* grad, std::vector<int32_t>* active) const {
+  const int64_t count = subset ? static_cast<int64_t>(subset->size()) : num_triplets();
+  // The distances first, each pair once, in one batch: all pairs for a full
+  // evaluation (every pair is in some term), else the pairs the pull terms and
+  // the subset's triplets touch (the stamp avoids clearing).
+  if (subset) {
+    if (++generation_ == 0) {
+      std::fill(stamp_.begin(), stamp_.end(), 0);
+      generation_ = 1;
+    }
+    need_.clear();
+    auto mark = [&](int32_t p) {
+      if (stamp_[p] != generation_) {
+        stamp_[p] = generation_;
+        need_.push_back(p);
+      }
+    };
+    for (int32_t p : pull_idx_) mark(p);
+    for (int64_t q = 0; q < count; ++q) {
+      const auto& tr = trip_[(*subset)[q]];
+      mark(tr[0]);
+      mark(tr[1]);
+    }
+    distances(need_.data(), static_cast<int64_t>(need_.size()));
+  } else {
+    distances(nullptr, static_cast<int64_t>(pairs_.size()));
+  }
   // The gradient's weight per pair, summed over the terms first (a pair of an
   // anchor and a positive sits in up to k triplets, one of an anchor and a
   // negative in one per positive): then one d-long row update per touched pair,
@@ -73,15 +132,14 @@ double LmnnProblem::evaluate(DistFn&& compute, const std::vector<int32_t>* subse
   };
   double f = 0;
   for (int32_t p : pull_idx_) {
-    f += pull_w_[p] * dist(p);
+    f += pull_w_[p] * dist_[p];
     if (grad) weigh(p, pull_w_[p]);
   }
   if (active) active->clear();
-  const int64_t count = subset ? static_cast<int64_t>(subset->size()) : num_triplets();
   for (int64_t q = 0; q < count; ++q) {
     const int32_t t = subset ? (*subset)[q] : static_cast<int32_t>(q);
     const auto& tr = trip_[t];
-    const double h = 1.0 + dist(tr[0]) - dist(tr[1]);
+    const double h = 1.0 + dist_[tr[0]] - dist_[tr[1]];
     if (h > 0) {
       f += c_ * h;
       if (active) active->push_back(t);
@@ -91,34 +149,20 @@ double LmnnProblem::evaluate(DistFn&& compute, const std::vector<int32_t>* subse
       }
     }
   }
-  if (grad) {  // the buffer is reused: no fresh pages per step
-    Y_.rows = X_.rows;
-    Y_.cols = d_;
-    Y_.a.assign(static_cast<size_t>(X_.rows * d_), 0.0);
-  }
-  Mat& Y = Y_;
-  // Y_a += w v_p, Y_b -= w v_p: then sum_p w_p v_p v_p^T = X^T Y.
-  for (int32_t p : touched_) {
-    const double w = pair_w_[p];
-    pair_w_[p] = 0.0;
-    if (w == 0.0) continue;  // the terms cancelled
-    const double* v = V_.row(p);
-    double* ya = Y.row(pairs_[p][0]);
-    double* yb = Y.row(pairs_[p][1]);
-    for (int64_t q = 0; q < d_; ++q) {
-      ya[q] += w * v[q];
-      yb[q] -= w * v[q];
-    }
-  }
+  if (!grad) return f;
+  // The buffer is reused: no fresh pages per step.
+  Y_.rows = X_.rows;
+  Y_.cols = d_;
+  Y_.a.assign(static_cast<size_t>(X_.rows * d_), 0.0);
+  scatter_pair_rows(V_.a.data(), d_, pairs_.data(), touched_.data(),
+                    static_cast<int64_t>(touched_.size()), pair_w_.data(), Y_.a.data());
   touched_.clear();
-  if (grad) {
-    if (X_.rows > 0)
-      matmul_into(X_, Y, true, false, *grad);
-    else
-      *grad = Mat(d_, d_);
-    for (int64_t a = 0; a < d_; ++a)  // exact symmetry
-      for (int64_t b = 0; b < a; ++b) (*grad)(a, b) = (*grad)(b, a) = 0.5 * ((*grad)(a, b) + (*grad)(b, a));
-  }
+  if (X_.rows > 0)
+    matmul_into(X_, Y_, true, false, *grad);
+  else
+    *grad = Mat(d_, d_);
+  for (int64_t a = 0; a < d_; ++a)  // exact symmetry
+    for (int64_t b = 0; b < a; ++b) (*grad)(a, b) = (*grad)(b, a) = 0.5 * ((*grad)(a, b) + (*grad)(b, a));
   return f;
 }
 
@@ -126,35 +170,28 @@ double LmnnProblem::eval(const Mat& M, const std::vector<int32_t>* subset, Mat* 
                          std::vector<int32_t>* active) const {
   MN_CHECK(M.rows == d_ && M.cols == d_, "lmnn objective: M is (", M.rows, ", ", M.cols,
            "), the data have d = ", d_);
-  auto quad = [&](int32_t p) {  // v^T M v
-    const double* v = V_.row(p);
-    double s = 0;
-    for (int64_t a = 0; a < d_; ++a) {
-      double r = 0;
-      for (int64_t b = 0; b < d_; ++b) r += M(a, b) * v[b];
-      s += v[a] * r;
+  auto quads = [&](const int32_t* list, int64_t n) {  // v^T M v
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t p = list ? list[i] : i;
+      const double* v = V_.row(p);
+      double s = 0;
+      for (int64_t a = 0; a < d_; ++a) {
+        double r = 0;
+        for (int64_t b = 0; b < d_; ++b) r += M(a, b) * v[b];
+        s += v[a] * r;
+      }
+      dist_[p] = s;
     }
-    return s;
   };
-  return evaluate(quad, subset, grad, active);
+  return evaluate(quads, subset, grad, active);
 }
 
 double LmnnProblem::eval_factored(const Mat& L, const std::vector<int32_t>* subset, Mat* grad,
                                   std::vector<int32_t>* active) const {
   MN_CHECK(L.rows == d_, "lmnn objective: L has ", L.rows, " rows, the data have d = ", d_);
   matmul_into(X_, L, false, false, Z_);  // (m, r), the buffer reused
-  const Mat& Z = Z_;
-  auto sq = [&](int32_t p) {  // |z_a - z_b|^2
-    const double* za = Z.row(pairs_[p][0]);
-    const double* zb = Z.row(pairs_[p][1]);
-    // Four partial sums: one chain of dependent adds (d of them) was the
-    // solver's bottleneck; four chains run in parallel and vectorise.
-    double s4[4] = {0, 0, 0, 0};
-    int64_t q = 0;
-    for (; q + 4 <= Z.cols; q += 4)
-      for (int u = 0; u < 4; ++u) s4[u] += (za[q + u] - zb[q + u]) * (za[q + u] - zb[q + u]);
-    for (; q < Z.cols; ++q) s4[0] += (za[q] - zb[q]) * (za[q] - zb[q]);
-    return (s4[0] + s4[1]) + (s4[2] + s4[3]);
+  auto sq = [&](const int32_t* list, int64_t n) {
+    pair_sq_dists(Z_.a.data(), Z_.cols, pairs_.data(), list, n, dist_.data());
   };
   return evaluate(sq, subset, grad, active);
 }

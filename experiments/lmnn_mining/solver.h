@@ -77,7 +77,7 @@ class LmnnProblem {
   std::vector<double> pull_w_;                 // (P) pull multiplicity
   std::vector<std::array<int32_t, 2>> trip_;   // (T) pair index of (i,j), of (i,l)
   std::vector<int32_t> pull_idx_;              // pairs with a pull weight
-  // Per-call distance cache (one problem per fitting thread: not shared).
+  // Per-call distances (one problem per fitting thread: not shared).
   mutable std::vector<uint32_t> stamp_;
   mutable std::vector<double> dist_;
   mutable uint32_t generation_ = 0;
@@ -85,8 +85,10 @@ class LmnnProblem {
   mutable std::vector<int32_t> touched_;  // pairs with a weight in this call
   mutable Mat Z_;  // (m, r) X L of the last call
   mutable Mat Y_;  // (m, d) Lap(w) X of the last gradient
-  template <typename DistFn>
-  double evaluate(DistFn&& compute, const std::vector<int32_t>* subset, Mat* grad,
+  mutable std::vector<int32_t> need_;  // pairs whose distance a subset call needs
+  // distances(list, n) fills dist_[p] for p = list[i] (p = i when list is null), i < n.
+  template <typename DistBatch>
+  double evaluate(DistBatch&& distances, const std::vector<int32_t>* subset, Mat* grad,
                   std::vector<int32_t>* active) const;
 };
 

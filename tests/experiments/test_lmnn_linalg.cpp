@@ -1,7 +1,8 @@
 // The LMNN study's float64 linear algebra (experiments/lmnn_mining/linalg.h):
 // both symmetric eigensolvers on known spectra and on random symmetric matrices
 // (A = V L V^T, V^T V = I, the two solvers agree), repeated eigenvalues, the PSD
-// projection and factor, and PCA (Gram path against covariance path).
+// projection and factor, PCA (Gram path against covariance path), and the
+// baseline and AVX2 builds of the eigensolver's loops against each other.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -119,6 +120,27 @@ TEST(LmnnLinalg, RandomSymmetricMatricesBothSolversAgree) {
       expect_valid_decomposition(A, jac, kTol * n);
       EXPECT_TRUE(test::all_close(jac.values, qr.values, 1e-11, 0)) << "n = " << n;
     }
+  }
+}
+
+// The eigensolver's loops run as built for the baseline and for AVX2 + FMA
+// (MN_LMNN_SIMD): both decompose, and agree to round-off.
+TEST(LmnnLinalg, BaselineAndAvx2PathsAgree) {
+  if (!cpu_isa_supported(CpuIsa::Avx2)) GTEST_SKIP() << "this CPU has no AVX2 + FMA";
+  for (int64_t n : {3, 30, 61}) {
+    const Mat A = random_symmetric(n, 200 + n);
+    Eigen base, avx2;
+    {
+      CpuIsaScope scope(CpuIsa::Scalar);
+      base = eigh(A);
+    }
+    {
+      CpuIsaScope scope(CpuIsa::Avx2);
+      avx2 = eigh(A);
+    }
+    expect_valid_decomposition(A, base, kTol * n);
+    expect_valid_decomposition(A, avx2, kTol * n);
+    EXPECT_TRUE(test::all_close(base.values, avx2.values, 1e-12, 1e-12)) << "n = " << n;
   }
 }
 

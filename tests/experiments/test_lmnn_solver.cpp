@@ -1,7 +1,9 @@
 // The LMNN objective and solver (experiments/lmnn_mining/solver.h), the
 // hierarchical schedule and fit (hierarchical.h), k-NN scoring and the per-seed
 // splits (experiment.h, datasets.h):
-//   * objective value against a direct per-triplet loop (the oracle);
+//   * objective value against a direct per-triplet loop (the oracle), and the
+//     solver's factored path (all triplets and the active subset) against the
+//     direct one on the baseline and AVX2 loops;
 //   * float64 central-difference check of the sub-gradient away from the hinge
 //     kinks (f is piecewise linear in M, so the differences are exact up to
 //     round-off there);
@@ -13,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <set>
 #include <vector>
@@ -21,6 +24,7 @@
 #include "experiments/lmnn_mining/experiment.h"
 #include "experiments/lmnn_mining/hierarchical.h"
 #include "experiments/lmnn_mining/solver.h"
+#include "runtime/cpu_features.h"
 
 namespace mn::lmnn {
 namespace {
@@ -102,6 +106,41 @@ TEST(LmnnSolver, GradientMatchesCentralDifferencesInFloat64) {
   EXPECT_EQ(checked, 10);
   for (int64_t a = 0; a < 4; ++a)
     for (int64_t b = 0; b < 4; ++b) EXPECT_NEAR(G(a, b), G(b, a), 1e-10) << "gradient is symmetric";
+}
+
+// The solver's path: distances from the factor L (Z = X L), on all triplets and
+// on the active subset, with the gradient, equal the direct evaluation with
+// M = L L^T, on the baseline loops and on the AVX2 + FMA ones (MN_LMNN_SIMD).
+TEST(LmnnSolver, FactoredEvaluationMatchesOnEveryCpuPath) {
+  const int64_t n = 40, d = 7;  // d = 7: the 4-wide loops and their remainder
+  const Mat X = random_mat(n, d, 31);
+  const Mined t = random_terms(n, 300, 32);
+  const Mat L = random_mat(d, d, 33, 0.4);
+  const Mat M = matmul(L, L, false, true);
+  const double c = 1.5;
+  std::vector<CpuIsa> paths = {CpuIsa::Scalar};
+  if (cpu_isa_supported(CpuIsa::Avx2)) paths.push_back(CpuIsa::Avx2);
+  else std::printf("[ SKIPPED  ] the AVX2 path: this CPU has no AVX2 + FMA\n");
+  for (CpuIsa isa : paths) {
+    CpuIsaScope scope(isa);
+    LmnnProblem prob(X, t, c);
+    Mat G, Gf, Gs;
+    std::vector<int32_t> act;
+    const double f = prob.eval(M, nullptr, &G, nullptr);
+    const double ff = prob.eval_factored(L, nullptr, &Gf, &act);
+    ASSERT_FALSE(act.empty());
+    ASSERT_LT(act.size(), t.triplets.size()) << "pick data with inactive triplets";
+    // Inactive triplets add nothing: the subset's value and gradient are the full ones.
+    const double fs = prob.eval_factored(L, &act, &Gs, nullptr);
+    const double tol = 1e-11 * std::max(1.0, std::abs(f));
+    EXPECT_NEAR(ff, f, tol) << cpu_isa_name(isa);
+    EXPECT_NEAR(fs, f, tol) << cpu_isa_name(isa);
+    EXPECT_NEAR(f, oracle(X, t, M, c), tol) << cpu_isa_name(isa);
+    for (size_t q = 0; q < G.a.size(); ++q) {
+      EXPECT_NEAR(Gf.a[q], G.a[q], 1e-10 * std::max(1.0, std::abs(G.a[q]))) << cpu_isa_name(isa);
+      EXPECT_NEAR(Gs.a[q], G.a[q], 1e-10 * std::max(1.0, std::abs(G.a[q]))) << cpu_isa_name(isa);
+    }
+  }
 }
 
 // Two classes separated along feature 0; feature 1 is large noise that makes
