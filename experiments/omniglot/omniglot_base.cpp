@@ -60,6 +60,10 @@ void OmniglotStudy::declare_flags(Flags& f) {
   f.add_int("test-tasks", 400, "number of N-way tasks drawn from --test-dir", 1, INT_MAX);
   f.add_int("test-way", 20, "N of the --test-dir tasks", 2, INT_MAX);
   f.add_int("test-seed", 424242, "seed of the --test-dir tasks (which characters, drawers and images)", 0);
+  f.add_int("tta", 1, "test-time augmentation of the final test (Lake's trials, --test-dir): each score is the mean "
+            "over N views of the query and candidate images, the images themselves and N-1 fixed draws of Koch's "
+            "affine distortions (the same in every run); the summary also gives the validation one-shot accuracy "
+            "with the N views beside the plain one (per-epoch validation stays plain); 1: off", 1, 64);
   f.add_int("iters", 500, "iterations per epoch", 1, INT_MAX);
   f.add_int("batch", 50, tri ? "triplets per iteration" : "pairs per iteration (even)", tri ? 1 : 2, 1 << 20);
   declare_kind_flags(f);
@@ -363,24 +367,35 @@ void check_finite_scores(const std::vector<double>& v, const std::string& what, 
              "checkpoint); evaluate another checkpoint");
 }
 
-// (Q, H, W) x (C, H, W) uint8 -> (Q, C): distances (triplet) or similarities (siamese).
-Tensor OmniglotStudy::score_matrix(const Tensor& queries, const Tensor& candidates, const char* what) {
+// (Q, H, W) x (C, H, W) uint8 -> (Q, C): distances (triplet) or similarities
+// (siamese), averaged over `views` views of both sides.
+Tensor OmniglotStudy::score_matrix(const Tensor& queries, const Tensor& candidates, const char* what,
+                                   int64_t views) {
   ag::NoGradGuard ng;
   model().eval();
-  Tensor out = score_inputs(data_->to_input(queries), data_->to_input(candidates)).to(Device::cpu());
+  const Tensor xq = data_->to_input(queries), xc = data_->to_input(candidates);
+  Tensor out = score_inputs(xq, xc);
+  for (int64_t v = 1; v < views; ++v)
+    out = kernels::add(out, score_inputs(data_->tta_view(xq, v, 0), data_->tta_view(xc, v, 1)));
+  if (views > 1) out = kernels::mul_scalar(out, 1.0 / static_cast<double>(views));
+  out = out.to(Device::cpu());
   model().train();
   check_finite_scores(out.to_double_vector(), what,
                       score_kind() == data::ScoreKind::Cost ? "distances" : "similarities");
   return out;  // (on the host: the scorers read it there)
 }
 
-Stats OmniglotStudy::validate() {
-  const double verif = verification_accuracy();
+double OmniglotStudy::val_one_shot_percent(int64_t views) {
   data::OneShotResult os = data::evaluate_tasks(
       data_->val_set(), data_->val_tasks(),
-      [&](const Tensor& q, const Tensor& c) { return score_matrix(q, c, "validation (one-shot tasks)"); },
+      [&](const Tensor& q, const Tensor& c) { return score_matrix(q, c, "validation (one-shot tasks)", views); },
       score_kind());
-  return {{"val_verification_percent", 100 * verif}, {"val_one_shot_percent", 100.0 - os.error_percent}};
+  return 100.0 - os.error_percent;
+}
+
+Stats OmniglotStudy::validate() {
+  const double verif = verification_accuracy();
+  return {{"val_verification_percent", 100 * verif}, {"val_one_shot_percent", val_one_shot_percent(1)}};
 }
 
 // Images a validation embeds: 3 per verification triplet (2 per pair, counted
@@ -405,7 +420,7 @@ bool OmniglotStudy::test_dir_eval(data::OneShotResult* r, std::vector<GroupScore
   to.kind = data::TaskKind::LakeKoch;
   auto tasks = data::make_one_shot_tasks(ds, to);
   *r = data::evaluate_tasks(
-      ds, tasks, [&](const Tensor& q, const Tensor& c) { return score_matrix(q, c, "--test-dir tasks"); },
+      ds, tasks, [&](const Tensor& q, const Tensor& c) { return score_matrix(q, c, "--test-dir tasks", f_->i64("tta")); },
       score_kind());
   std::map<int32_t, GroupScore> by_alphabet;
   for (size_t t = 0; t < tasks.size() && t < r->group_error_percent.size(); ++t) {
@@ -480,10 +495,26 @@ std::string result_line(const std::string& what, const data::OneShotResult& r, c
 
 std::string OmniglotStudy::final_test(Json& out) {
   std::string text;
+  const int64_t views = f_->i64("tta");
+  if (views > 1) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "- test-time augmentation: every score is the mean over %lld views (--tta)\n",
+                  static_cast<long long>(views));
+    text += buf;
+    out["tta_views"] = views;
+    if (data_->has_splits()) {  // the same model on validation, plain and with the views
+      const double plain = val_one_shot_percent(1), tta = val_one_shot_percent(views);
+      std::snprintf(buf, sizeof buf, "- validation one-shot: %.2f %% plain, %.2f %% with %lld views\n", plain, tta,
+                    static_cast<long long>(views));
+      text += buf;
+      out["val_one_shot_plain_percent"] = metric_number(plain);
+      out["val_one_shot_tta_percent"] = metric_number(tta);
+    }
+  }
   if (!data_->lake_dir().empty()) {
     data::OneShotResult r = data::evaluate_lake_runs_batched(
-        data_->lake_runs(), [&](const Tensor& q, const Tensor& c) { return score_matrix(q, c, "Lake's runs"); },
-        score_kind());
+        data_->lake_runs(),
+        [&](const Tensor& q, const Tensor& c) { return score_matrix(q, c, "Lake's runs", views); }, score_kind());
     // Lake's runs: one group per run, its trials equal shares of the total.
     std::vector<GroupScore> runs;
     const size_t nr = r.group_error_percent.size();

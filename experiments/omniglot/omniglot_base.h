@@ -44,7 +44,9 @@ class OmniglotStudy : public Study {
   void apply_presets(Flags& f, Device device, bool evaluating) override;
   void check_flags(const Flags& f, bool evaluating) const override;
   std::vector<std::string> architecture_keys() const override;
-  std::vector<std::string> resume_may_change() const override { return {"eval-batch", "test-dir", "test-tasks", "test-way"}; }
+  std::vector<std::string> resume_may_change() const override {
+    return {"eval-batch", "test-dir", "test-tasks", "test-way", "tta"};
+  }
   bool can_evaluate() const override { return true; }
   void setup(RunContext& ctx) override;
 
@@ -132,8 +134,11 @@ class OmniglotStudy : public Study {
   bool loader_started_ = false;
 
  private:
-  // `what`: the evaluation, named in the error when a score is not finite.
-  Tensor score_matrix(const Tensor& queries_u8, const Tensor& candidates_u8, const char* what);
+  // `what`: the evaluation, named in the error when a score is not finite;
+  // the mean over `views` views of both sides (1: the images alone; --tta).
+  Tensor score_matrix(const Tensor& queries_u8, const Tensor& candidates_u8, const char* what, int64_t views = 1);
+  // Validation one-shot accuracy (%) with `views` views.
+  double val_one_shot_percent(int64_t views);
   // `left_out`: the alphabets of --test-dir with fewer than --test-way characters.
   bool test_dir_eval(data::OneShotResult* r, std::vector<GroupScore>* groups, std::vector<std::string>* left_out);
 };

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "data/augment.h"
 #include "data/dataset.h"
 #include "data/image_io.h"
 #include "data/transforms.h"
@@ -133,6 +134,19 @@ Tensor StudyData::to_input(const Tensor& images_u8) const {
   Tensor x = data::gather_images_float(u8.to(device_), Tensor::arange(n, DType::I64, device_),
                                        data::FloatMode::Ink01);
   return f_.flag("input-norm") ? x : kernels::mul_scalar(x, 255.0);
+}
+
+Tensor StudyData::tta_view(const Tensor& x, int64_t view, int side) const {
+  MN_CHECK(x.dim() == 4 && x.size(1) == 1 && view >= 1 && (side == 0 || side == 1),
+           "tta_view: expected (n, 1, S, S) inputs, a view >= 1 and side 0 or 1, got ", x.desc(), ", view ", view,
+           ", side ", side);
+  const int64_t n = x.size(0), S = x.size(2);
+  data::KochAugmentOptions ao;
+  ao.max_translation *= static_cast<double>(S) / 105.0;
+  Generator g(0x7E57A000ULL + 2 * static_cast<uint64_t>(view) + static_cast<uint64_t>(side));
+  const auto params = data::draw_koch_affines(n, S, x.size(3), ao, g);
+  // Ink-high inputs: the outside is background, 0 (as in training).
+  return data::affine_warp(x.reshape({n, S, x.size(3)}), params, 0.0).reshape({n, 1, S, x.size(3)});
 }
 
 Tensor StudyData::val_input(const std::vector<int64_t>& idx) const {

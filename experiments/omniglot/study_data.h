@@ -67,8 +67,16 @@ class StudyData {
 
   // uint8 (n, H, W) -> (n, 1, H, W) float32 input on the device.
   Tensor to_input(const Tensor& images_u8) const;
+  // Whether the training and validation splits are loaded (not in --evaluate runs).
+  bool has_splits() const { return have_splits_; }
   // Validation images by index, as inputs.
   Tensor val_input(const std::vector<int64_t>& idx) const;
+  // Test-time augmentation (--tta): inputs x (n, 1, S, S) under view `view` >= 1
+  // of side `side` (0: queries, 1: candidates): one draw of Koch's affine
+  // distortions per image (the training augmentation's ranges, translation
+  // scaled to S) from a generator seeded by (view, side), so every run and
+  // every evaluation scores the same views.
+  Tensor tta_view(const Tensor& x, int64_t view, int side) const;
 
   const data::ImageDataset& train_set() const { return splits_.train; }
   const data::ImageDataset& val_set() const { return splits_.val; }
