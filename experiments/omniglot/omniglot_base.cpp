@@ -60,10 +60,12 @@ void OmniglotStudy::declare_flags(Flags& f) {
   f.add_int("test-tasks", 400, "number of N-way tasks drawn from --test-dir", 1, INT_MAX);
   f.add_int("test-way", 20, "N of the --test-dir tasks", 2, INT_MAX);
   f.add_int("test-seed", 424242, "seed of the --test-dir tasks (which characters, drawers and images)", 0);
-  f.add_int("tta", 1, "test-time augmentation of the final test (Lake's trials, --test-dir): each score is the mean "
-            "over N views of the query and candidate images, the images themselves and N-1 fixed draws of Koch's "
-            "affine distortions (the same in every run); the summary also gives the validation one-shot accuracy "
+  f.add_int("tta", 1, "test-time augmentation of the final test (Lake's trials, --test-dir): N views of every query "
+            "and candidate image, the image itself and N-1 fixed draws of Koch's affine distortions (the same in "
+            "every run), scored through the mean embedding (triplet) or as the mean score (siamese); the summary also gives the validation one-shot accuracy "
             "with the N views beside the plain one (per-epoch validation stays plain); 1: off", 1, 64);
+  f.add_double("tta-scale", 0.5, "--tta: the distortions' ranges as a fraction of Koch's (1: rotation 10 deg, shear "
+               "0.3, scale 0.8-1.2, translation 2 px at 105x105)", 0.0, 1.0);
   f.add_int("iters", 500, "iterations per epoch", 1, INT_MAX);
   f.add_int("batch", 50, tri ? "triplets per iteration" : "pairs per iteration (even)", tri ? 1 : 2, 1 << 20);
   declare_kind_flags(f);
@@ -373,16 +375,22 @@ Tensor OmniglotStudy::score_matrix(const Tensor& queries, const Tensor& candidat
                                    int64_t views) {
   ag::NoGradGuard ng;
   model().eval();
-  const Tensor xq = data_->to_input(queries), xc = data_->to_input(candidates);
-  Tensor out = score_inputs(xq, xc);
-  for (int64_t v = 1; v < views; ++v)
-    out = kernels::add(out, score_inputs(data_->tta_view(xq, v, 0), data_->tta_view(xc, v, 1)));
-  if (views > 1) out = kernels::mul_scalar(out, 1.0 / static_cast<double>(views));
-  out = out.to(Device::cpu());
+  std::vector<Tensor> q{data_->to_input(queries)}, c{data_->to_input(candidates)};
+  for (int64_t v = 1; v < views; ++v) {
+    q.push_back(data_->tta_view(q[0], v, 0));
+    c.push_back(data_->tta_view(c[0], v, 1));
+  }
+  Tensor out = (views > 1 ? score_views(q, c) : score_inputs(q[0], c[0])).to(Device::cpu());
   model().train();
   check_finite_scores(out.to_double_vector(), what,
                       score_kind() == data::ScoreKind::Cost ? "distances" : "similarities");
   return out;  // (on the host: the scorers read it there)
+}
+
+Tensor OmniglotStudy::score_views(const std::vector<Tensor>& queries, const std::vector<Tensor>& candidates) {
+  Tensor sum = score_inputs(queries[0], candidates[0]);
+  for (size_t v = 1; v < queries.size(); ++v) sum = kernels::add(sum, score_inputs(queries[v], candidates[v]));
+  return kernels::mul_scalar(sum, 1.0 / static_cast<double>(queries.size()));
 }
 
 double OmniglotStudy::val_one_shot_percent(int64_t views) {
@@ -498,10 +506,12 @@ std::string OmniglotStudy::final_test(Json& out) {
   const int64_t views = f_->i64("tta");
   if (views > 1) {
     char buf[200];
-    std::snprintf(buf, sizeof buf, "- test-time augmentation: every score is the mean over %lld views (--tta)\n",
-                  static_cast<long long>(views));
+    std::snprintf(buf, sizeof buf, "- test-time augmentation: every score is the mean over %lld views (--tta), "
+                  "distortions at %g of Koch's ranges (--tta-scale)\n", static_cast<long long>(views),
+                  f_->f64("tta-scale"));
     text += buf;
     out["tta_views"] = views;
+    out["tta_scale"] = f_->f64("tta-scale");
     if (data_->has_splits()) {  // the same model on validation, plain and with the views
       const double plain = val_one_shot_percent(1), tta = val_one_shot_percent(views);
       std::snprintf(buf, sizeof buf, "- validation one-shot: %.2f %% plain, %.2f %% with %lld views\n", plain, tta,

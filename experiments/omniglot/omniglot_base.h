@@ -45,7 +45,7 @@ class OmniglotStudy : public Study {
   void check_flags(const Flags& f, bool evaluating) const override;
   std::vector<std::string> architecture_keys() const override;
   std::vector<std::string> resume_may_change() const override {
-    return {"eval-batch", "test-dir", "test-tasks", "test-way", "tta"};
+    return {"eval-batch", "test-dir", "test-tasks", "test-way", "tta", "tta-scale"};
   }
   bool can_evaluate() const override { return true; }
   void setup(RunContext& ctx) override;
@@ -93,6 +93,10 @@ class OmniglotStudy : public Study {
   virtual double verification_accuracy() = 0;
   // (Q, 1, S, S) x (C, 1, S, S) inputs -> (Q, C) distances or similarities.
   virtual Tensor score_inputs(const Tensor& queries, const Tensor& candidates) = 0;
+  // The same for inputs seen through several views (--tta; element 0 the
+  // images themselves): by default the mean of the views' scores; a net with an
+  // embedding scores the mean embeddings instead (triplet_study.cpp).
+  virtual Tensor score_views(const std::vector<Tensor>& queries, const std::vector<Tensor>& candidates);
   virtual data::ScoreKind score_kind() const = 0;
 
   // ---- data-parallel runs (mpirun -np N; harness.h, Study::data_parallel) ----

@@ -142,7 +142,12 @@ Tensor StudyData::tta_view(const Tensor& x, int64_t view, int side) const {
            ", side ", side);
   const int64_t n = x.size(0), S = x.size(2);
   data::KochAugmentOptions ao;
-  ao.max_translation *= static_cast<double>(S) / 105.0;
+  const double k = f_.f64("tta-scale");  // a fraction of Koch's ranges
+  ao.max_rotation_deg *= k;
+  ao.max_shear *= k;
+  ao.min_scale = 1.0 - k * (1.0 - ao.min_scale);
+  ao.max_scale = 1.0 + k * (ao.max_scale - 1.0);
+  ao.max_translation *= k * static_cast<double>(S) / 105.0;
   Generator g(0x7E57A000ULL + 2 * static_cast<uint64_t>(view) + static_cast<uint64_t>(side));
   const auto params = data::draw_koch_affines(n, S, x.size(3), ao, g);
   // Ink-high inputs: the outside is background, 0 (as in training).

@@ -73,9 +73,9 @@ class StudyData {
   Tensor val_input(const std::vector<int64_t>& idx) const;
   // Test-time augmentation (--tta): inputs x (n, 1, S, S) under view `view` >= 1
   // of side `side` (0: queries, 1: candidates): one draw of Koch's affine
-  // distortions per image (the training augmentation's ranges, translation
-  // scaled to S) from a generator seeded by (view, side), so every run and
-  // every evaluation scores the same views.
+  // distortions per image (the training augmentation's ranges times
+  // --tta-scale, translation scaled to S) from a generator seeded by (view,
+  // side), so every run and every evaluation scores the same views.
   Tensor tta_view(const Tensor& x, int64_t view, int side) const;
 
   const data::ImageDataset& train_set() const { return splits_.train; }

@@ -306,6 +306,23 @@ class TripletStudy : public OmniglotStudy {
     Variable ec = embed_chunked(ci, [&](const Variable& x) { return net_->embed_candidate(x); });
     return ag::pairwise_distance(eq, ec, kernels::Pairwise::Euclidean).data();
   }
+  // Test-time augmentation: distances between the mean embeddings of the views
+  // (the mean of the views' distances would add each image's spread under the
+  // distortions to every distance).
+  Tensor score_views(const std::vector<Tensor>& q, const std::vector<Tensor>& c) override {
+    auto mean_embedding = [&](const std::vector<Tensor>& views, bool anchor) {
+      Variable sum;
+      for (const Tensor& x : views) {
+        Variable e = embed_chunked(x, [&](const Variable& v) {
+          return anchor ? net_->embed_anchor(v) : net_->embed_candidate(v);
+        });
+        sum = sum.defined() ? ag::add(sum, e) : e;
+      }
+      return ag::mul(sum, 1.0 / static_cast<double>(views.size()));
+    };
+    return ag::pairwise_distance(mean_embedding(q, true), mean_embedding(c, false), kernels::Pairwise::Euclidean)
+        .data();
+  }
   data::ScoreKind score_kind() const override { return data::ScoreKind::Cost; }
 
  private:
