@@ -104,6 +104,14 @@ SplitIdx mnist_split(const std::vector<int32_t>& labels, int64_t ntr, int64_t nv
   return s;
 }
 
+SplitIdx mnist_first_split() {
+  SplitIdx s;
+  for (int64_t i = 0; i < 400; ++i) s.train.push_back(i);
+  for (int64_t i = 500; i < 600; ++i) s.val.push_back(i);
+  for (int64_t i = 0; i < kMnistFirstTest; ++i) s.test.push_back(kMnistFirstTrain + i);
+  return s;
+}
+
 std::string StudyData::dir_of(const std::string& dataset) const {
   const std::string name = folder_name(dataset);
   if (!data_dir_.empty()) return data_dir_ + "/" + name;
@@ -124,6 +132,22 @@ const StudyData::Raw& StudyData::raw(const std::string& dataset) {
     for (size_t i = 0; i < f.size(); ++i) r->x.a[i] = f[i];
     r->y = t.labels;
     r->num_classes = static_cast<int32_t>(t.class_names.size());
+  } else if (dataset == "mnist" && mnist_first_) {
+    // The authors' subset: only the images it uses are kept.
+    const data::MnistFamily fam = data::load_mnist_family(dir);
+    MN_CHECK(fam.train.size() >= kMnistFirstTrain && fam.test.size() >= kMnistFirstTest, "lmnn data: MNIST in '",
+             dir, "' has ", fam.train.size(), " training and ", fam.test.size(), " test images; --mnist-subset "
+             "first needs ", kMnistFirstTrain, " and ", kMnistFirstTest);
+    const Mat tr = images_to_mat(fam.train.images.narrow(0, 0, kMnistFirstTrain));
+    const Mat te = images_to_mat(fam.test.images.narrow(0, 0, kMnistFirstTest));
+    r->x = Mat(tr.rows + te.rows, tr.cols);
+    std::copy(tr.a.begin(), tr.a.end(), r->x.a.begin());
+    std::copy(te.a.begin(), te.a.end(), r->x.a.begin() + static_cast<std::ptrdiff_t>(tr.a.size()));
+    r->y.assign(fam.train.labels.begin(), fam.train.labels.begin() + kMnistFirstTrain);
+    r->y.insert(r->y.end(), fam.test.labels.begin(), fam.test.labels.begin() + kMnistFirstTest);
+    r->num_classes = static_cast<int32_t>(fam.train.num_classes());
+    r->h = static_cast<int>(fam.train.height());
+    r->w = static_cast<int>(fam.train.width());
   } else {
     data::ImageDataset ds =
         dataset == "orl" ? data::load_orl_faces(dir) : data::load_mnist_family(dir).train;
@@ -147,7 +171,7 @@ StudySplit StudyData::split(const std::string& dataset, uint64_t seed) {
     idx = orl_split(r.y, seed, orl_fixed_split_);
     pca_dims = 15;
   } else {
-    idx = mnist_split(r.y, 40, 10, 10, seed);
+    idx = mnist_first_ ? mnist_first_split() : mnist_split(r.y, 40, 10, 10, seed);
     pca_dims = 30;
   }
   StudySplit s;

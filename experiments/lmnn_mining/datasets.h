@@ -34,8 +34,12 @@ class StudyData {
   // project's lookup ($MN_DATA_DIR, ./datasets, ../shared/datasets).
   // `orl_fixed_split`: images 7-8 validation, 9-10 test in every seed (the
   // authors' code) instead of the protocol's per-seed shuffle of 7-10.
-  explicit StudyData(std::string data_dir, bool orl_fixed_split = false)
-      : data_dir_(std::move(data_dir)), orl_fixed_split_(orl_fixed_split) {}
+  // `mnist_first`: MNIST's first 400 training images for training, training
+  // images 501-600 for validation and the first 100 test (t10k) images for the
+  // test, in every seed (the authors' main.m) instead of the protocol's
+  // stratified 40 / 10 / 10 per digit drawn per seed.
+  explicit StudyData(std::string data_dir, bool orl_fixed_split = false, bool mnist_first = false)
+      : data_dir_(std::move(data_dir)), orl_fixed_split_(orl_fixed_split), mnist_first_(mnist_first) {}
   // Throws mn::Error naming the data set and the folders tried when it is absent.
   StudySplit split(const std::string& dataset, uint64_t seed);
   // Where a data set is found ("" when absent).
@@ -44,6 +48,7 @@ class StudyData {
  private:
   struct Raw {
     Mat x;                     // (N, D) float64, pixels / 255 for images
+                               // (MNIST with mnist_first: training images 1-600, then test images 1-100)
     std::vector<int32_t> y;    // (N)
     int32_t num_classes = 0;
     int h = 0, w = 0;
@@ -51,6 +56,7 @@ class StudyData {
   const Raw& raw(const std::string& dataset);
   std::string data_dir_;
   bool orl_fixed_split_ = false;
+  bool mnist_first_ = false;
   std::unique_ptr<Raw> iris_, orl_, mnist_;
 };
 
@@ -58,6 +64,11 @@ class StudyData {
 struct SplitIdx {
   std::vector<int64_t> train, val, test;
 };
+// --mnist-subset first (the authors' main.m): rows of StudyData's MNIST matrix
+// in that mode, training images 1-600 then test images 1-100: train 1-400,
+// validation 501-600 (their readMNIST offset 500), test the 100 test images.
+constexpr int64_t kMnistFirstTrain = 600, kMnistFirstTest = 100;
+SplitIdx mnist_first_split();
 SplitIdx iris_split(int64_t n, uint64_t seed);                 // 70/15/15 -> floor/floor/rest
 // Per-class image order; `fixed`: 7-8 validation and 9-10 test whatever the seed.
 SplitIdx orl_split(const std::vector<int32_t>& labels, uint64_t seed, bool fixed = false);

@@ -134,6 +134,9 @@ class LmnnStudy : public exp::Study {
     f.add_string("orl-split", "random", "ORL: images 7-10 of every subject shuffled per seed into "
                  "2 validation + 2 test (the protocol), or fixed: 7-8 validation, 9-10 test in every "
                  "seed (the authors' code; a variant)", {"random", "fixed"});
+    f.add_string("mnist-subset", "random", "MNIST: a stratified 40 / 10 / 10 images per digit drawn per "
+                 "seed (the protocol), or first: training images 1-400, validation 501-600 and the first "
+                 "100 test images in every seed (the authors' main.m; a variant)", {"random", "first"});
     f.add_string("hier-solve", "level", "hierarchical: one solve per level on the union of its "
                  "spheres' terms (the protocol's reading of Algorithm 1), or one per sphere with the "
                  "data projected after each (the authors' code; a variant)", {"level", "sphere"});
@@ -163,7 +166,8 @@ class LmnnStudy : public exp::Study {
   void setup(RunContext& ctx) override {
     const Flags& f = ctx.flags();
     if (f.i64("threads") > 0) set_num_threads(static_cast<int>(f.i64("threads")));
-    data_ = std::make_unique<StudyData>(f.str("data-dir"), f.str("orl-split") == "fixed");
+    data_ = std::make_unique<StudyData>(f.str("data-dir"), f.str("orl-split") == "fixed",
+                                        f.str("mnist-subset") == "first");
   }
 
   int run(RunContext& ctx) override;

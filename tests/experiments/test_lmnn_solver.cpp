@@ -300,6 +300,19 @@ TEST(LmnnData, SplitsHaveTheProtocolSizesAndFollowTheSeed) {
   std::vector<int> cnt(10, 0);
   for (int64_t i : m.train) ++cnt[digits[i]];
   for (int v : cnt) EXPECT_EQ(v, 40);
+
+  // The authors' MNIST subset (--mnist-subset first): rows 0-399 train, 500-599
+  // validation (training images), 600-699 the first 100 test images.
+  const SplitIdx first = mnist_first_split();
+  ASSERT_EQ(first.train.size(), 400u);
+  ASSERT_EQ(first.val.size(), 100u);
+  ASSERT_EQ(first.test.size(), 100u);
+  for (size_t i = 0; i < 400; ++i) EXPECT_EQ(first.train[i], static_cast<int64_t>(i));
+  for (size_t i = 0; i < 100; ++i) {
+    EXPECT_EQ(first.val[i], 500 + static_cast<int64_t>(i));
+    EXPECT_EQ(first.test[i], kMnistFirstTrain + static_cast<int64_t>(i));
+  }
+  EXPECT_EQ(kMnistFirstTrain + kMnistFirstTest, 700);
 }
 
 }  // namespace

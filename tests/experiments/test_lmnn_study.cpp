@@ -41,6 +41,7 @@ TEST(LmnnStudy, BadFlagsAreUsageErrors) {
   EXPECT_EQ(run_main({"--levels", "-1", "--out-dir", out}), exp::kExitUsage);
   EXPECT_EQ(run_main({"--level-scale", "trace", "--out-dir", out}), exp::kExitUsage);
   EXPECT_EQ(run_main({"--select", "last", "--out-dir", out}), exp::kExitUsage);
+  EXPECT_EQ(run_main({"--mnist-subset", "last", "--out-dir", out}), exp::kExitUsage);
   EXPECT_EQ(run_main({"--max-levels", "17", "--out-dir", out}), exp::kExitUsage)
       << "the p-floor cap is gone: --levels replaces it";
 }
