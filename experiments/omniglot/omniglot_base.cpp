@@ -62,8 +62,9 @@ void OmniglotStudy::declare_flags(Flags& f) {
   f.add_int("test-seed", 424242, "seed of the --test-dir tasks (which characters, drawers and images)", 0);
   f.add_int("tta", 1, "test-time augmentation of the final test (Lake's trials, --test-dir): N views of every query "
             "and candidate image, the image itself and N-1 fixed draws of Koch's affine distortions (the same in "
-            "every run), scored through the mean embedding (triplet) or as the mean score (siamese); the summary also gives the validation one-shot accuracy "
-            "with the N views beside the plain one (per-epoch validation stays plain); 1: off", 1, 64);
+            "every run), scored through the mean embedding (triplet) or as the mean score (siamese); the summary "
+            "also gives the validation one-shot accuracy with the N views beside the plain one (per-epoch "
+            "validation stays plain); 1: off", 1, 64);
   f.add_double("tta-scale", 0.5, "--tta: the distortions' ranges as a fraction of Koch's (1: rotation 10 deg, shear "
                "0.3, scale 0.8-1.2, translation 2 px at 105x105)", 0.0, 1.0);
   f.add_int("iters", 500, "iterations per epoch", 1, INT_MAX);
@@ -428,7 +429,8 @@ bool OmniglotStudy::test_dir_eval(data::OneShotResult* r, std::vector<GroupScore
   to.kind = data::TaskKind::LakeKoch;
   auto tasks = data::make_one_shot_tasks(ds, to);
   *r = data::evaluate_tasks(
-      ds, tasks, [&](const Tensor& q, const Tensor& c) { return score_matrix(q, c, "--test-dir tasks", f_->i64("tta")); },
+      ds, tasks,
+      [&](const Tensor& q, const Tensor& c) { return score_matrix(q, c, "--test-dir tasks", f_->i64("tta")); },
       score_kind());
   std::map<int32_t, GroupScore> by_alphabet;
   for (size_t t = 0; t < tasks.size() && t < r->group_error_percent.size(); ++t) {
