@@ -55,7 +55,7 @@ using Pair = std::array<int32_t, 2>;
 // Four partial sums: one chain of dependent adds (r of them) was the solver's
 // bottleneck; four chains run in parallel and vectorise.
 MN_LMNN_BODY void pair_sq_dists_body(const double* Z, int64_t r, const Pair* pairs,
-                                  const int32_t* list, int64_t n, double* dist) {
+                                     const int32_t* list, int64_t n, double* dist) {
   for (int64_t i = 0; i < n; ++i) {
     const int64_t p = list ? list[i] : i;
     const double* za = Z + static_cast<int64_t>(pairs[p][0]) * r;
@@ -68,12 +68,14 @@ MN_LMNN_BODY void pair_sq_dists_body(const double* Z, int64_t r, const Pair* pai
     dist[p] = (s4[0] + s4[1]) + (s4[2] + s4[3]);
   }
 }
-MN_LMNN_SIMD(void, pair_sq_dists, (const double* Z, int64_t r, const Pair* pairs, const int32_t* list, int64_t n, double* dist), (Z, r, pairs, list, n, dist))
+MN_LMNN_SIMD(void, pair_sq_dists,
+             (const double* Z, int64_t r, const Pair* pairs, const int32_t* list, int64_t n, double* dist),
+             (Z, r, pairs, list, n, dist))
 
 // Y_a += w_p v_p, Y_b -= w_p v_p for p = list[i], i < n (then
 // sum_p w_p v_p v_p^T = X^T Y); w_p is reset to 0 on the way.
 MN_LMNN_BODY void scatter_pair_rows_body(const double* V, int64_t d, const Pair* pairs,
-                                      const int32_t* list, int64_t n, double* w, double* Y) {
+                                         const int32_t* list, int64_t n, double* w, double* Y) {
   for (int64_t i = 0; i < n; ++i) {
     const int32_t p = list[i];
     const double wp = w[p];
@@ -88,7 +90,10 @@ MN_LMNN_BODY void scatter_pair_rows_body(const double* V, int64_t d, const Pair*
     }
   }
 }
-MN_LMNN_SIMD(void, scatter_pair_rows, (const double* V, int64_t d, const Pair* pairs, const int32_t* list, int64_t n, double* w, double* Y), (V, d, pairs, list, n, w, Y))
+MN_LMNN_SIMD(void, scatter_pair_rows,
+             (const double* V, int64_t d, const Pair* pairs, const int32_t* list, int64_t n, double* w,
+              double* Y),
+             (V, d, pairs, list, n, w, Y))
 
 }  // namespace
 

@@ -3,6 +3,8 @@
 // validation (verification + one-shot tasks), the final test (Lake's 400
 // trials, --test-dir tasks) and the RNG state in checkpoints. A subclass adds
 // its network, training step and scoring through the protected hooks.
+// Definitions: omniglot_base.cpp (flags, set-up, checkpoints), omniglot_eval.cpp
+// (scores, validation, the final test), one_shot_report.{h,cpp} (its JSON and lines).
 #pragma once
 #include <memory>
 #include <string>
@@ -12,6 +14,7 @@
 #include "autograd/variable.h"
 #include "data/tasks.h"
 #include "experiments/common/harness.h"
+#include "experiments/omniglot/one_shot_report.h"
 #include "experiments/omniglot/study_data.h"
 #include "nn/models/conv4.h"
 #include "nn/distributed.h"
@@ -21,13 +24,6 @@
 #include "nn/optim/schedule.h"
 
 namespace mn::exp {
-
-// One-shot score of a group of trials (an alphabet of --test-dir, a Lake run).
-struct GroupScore {
-  std::string name;
-  double correct = 0;  // expected number correct (fractional on ties)
-  int64_t trials = 0;
-};
 
 // A loss's stats tensor (nn::LossOutput::stats: loss, active terms, mean
 // positive, mean negative, normaliser) as a step's DeviceStats under `names`:

@@ -13,6 +13,20 @@
 
 namespace mn::exp {
 
+namespace {
+// Koch's affine distortions for S x S images: his ranges times `range`, the
+// translation (2 px at 105 x 105) scaled to the image size.
+data::KochAugmentOptions koch_options(int64_t S, double range = 1.0) {
+  data::KochAugmentOptions ao;
+  ao.max_rotation_deg *= range;
+  ao.max_shear *= range;
+  ao.min_scale = 1.0 - range * (1.0 - ao.min_scale);
+  ao.max_scale = 1.0 + range * (ao.max_scale - 1.0);
+  ao.max_translation *= range * static_cast<double>(S) / 105.0;
+  return ao;
+}
+}  // namespace
+
 StudyData::StudyData(const Flags& f, Device device, bool evaluating)
     : f_(f), device_(device), image_size_(f.i64("image-size")) {
   root_ = f.str("data-dir").empty() ? data::find_dataset_dir("omniglot") : f.str("data-dir");
@@ -62,7 +76,7 @@ void StudyData::start_loader(int64_t triplets_per_batch, uint64_t seed, uint64_t
   lo.mode = data::FloatMode::Ink01;
   lo.scale = f_.flag("input-norm") ? 1.0 : 255.0;
   lo.augment = f_.flag("augment");
-  lo.augment_options.max_translation *= static_cast<double>(image_size_) / 105.0;  // Koch's 2 px at 105x105
+  lo.augment_options = koch_options(image_size_);
   const std::string s = f_.str("sampling");
   lo.sampling = s == "hard-positive" ? data::TripletSampling::SsimHardPositive
                 : s == "semi-hard-negative" ? data::TripletSampling::SsimSemiHardNegative
@@ -113,10 +127,8 @@ PKBatch StudyData::pk_batch(int64_t P, int64_t K, Generator& g) {
   if (f_.flag("augment")) {
     // Koch's affine distortions (translation scaled to the image size), ink-high
     // inputs so the outside is 0 (paper). Drawn from `g` after the batch's indices.
-    data::KochAugmentOptions ao;
-    ao.max_translation *= static_cast<double>(image_size_) / 105.0;
     const int64_t S = x.size(2);
-    auto params = data::draw_koch_affines(n, S, S, ao, g);
+    auto params = data::draw_koch_affines(n, S, S, koch_options(image_size_), g);
     x = data::affine_warp(x.reshape({n, S, S}), params, 0.0).reshape({n, 1, S, S});
   }
   if (!f_.flag("input-norm")) x = kernels::mul_scalar(x, 255.0);
@@ -141,15 +153,8 @@ Tensor StudyData::tta_view(const Tensor& x, int64_t view, int side) const {
            "tta_view: expected (n, 1, S, S) inputs, a view >= 1 and side 0 or 1, got ", x.desc(), ", view ", view,
            ", side ", side);
   const int64_t n = x.size(0), S = x.size(2);
-  data::KochAugmentOptions ao;
-  const double k = f_.f64("tta-scale");  // a fraction of Koch's ranges
-  ao.max_rotation_deg *= k;
-  ao.max_shear *= k;
-  ao.min_scale = 1.0 - k * (1.0 - ao.min_scale);
-  ao.max_scale = 1.0 + k * (ao.max_scale - 1.0);
-  ao.max_translation *= k * static_cast<double>(S) / 105.0;
   Generator g(0x7E57A000ULL + 2 * static_cast<uint64_t>(view) + static_cast<uint64_t>(side));
-  const auto params = data::draw_koch_affines(n, S, x.size(3), ao, g);
+  const auto params = data::draw_koch_affines(n, S, x.size(3), koch_options(S, f_.f64("tta-scale")), g);
   // Ink-high inputs: the outside is background, 0 (as in training).
   return data::affine_warp(x.reshape({n, S, x.size(3)}), params, 0.0).reshape({n, 1, S, x.size(3)});
 }
