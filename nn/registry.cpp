@@ -51,6 +51,10 @@ void register_builtin_schedules(Registry<ScheduleFactory>& r) {
         [](Optimizer& o, const ScheduleConfig& c) -> std::unique_ptr<LrSchedule> {
           return std::make_unique<StepDecay>(o, c.step_epochs, c.gamma);
         });
+  r.add("cosine", "lr = base * (1 + cos(pi * epoch / total_epochs)) / 2, per epoch (SGDR without restarts)",
+        [](Optimizer& o, const ScheduleConfig& c) -> std::unique_ptr<LrSchedule> {
+          return std::make_unique<CosineDecay>(o, c.total_epochs);
+        });
 }
 
 }  // namespace

@@ -119,6 +119,7 @@ Registry<OptimizerFactory>& optimizer_registry();
 struct ScheduleConfig {
   double gamma = 0.99;       // exponential: per-epoch factor; step: factor per step
   int64_t step_epochs = 8;   // step: epochs between decays
+  int64_t total_epochs = 1;  // cosine: the epochs it decays over (a run's --epochs)
 };
 using ScheduleFactory =
     std::function<std::unique_ptr<LrSchedule>(Optimizer&, const ScheduleConfig&)>;

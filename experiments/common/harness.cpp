@@ -189,7 +189,8 @@ void apply_resume_contract(Flags& f, const Study& st, const std::string& ckpt) {
   }
 }
 
-// --evaluate: the checkpoint must come from this study; its architecture flags are restored.
+// --evaluate: the checkpoint must come from this study; its architecture and
+// evaluation flags are restored (a flag given again wins).
 void apply_evaluate_checkpoint(Flags& f, const Study& st, const std::string& ckpt) {
   check_regular_file(ckpt, "--evaluate");
   nn::Metadata md = nn::read_safetensors_metadata(ckpt);
@@ -200,7 +201,9 @@ void apply_evaluate_checkpoint(Flags& f, const Study& st, const std::string& ckp
   Json cfg = Json::parse(md_string(md, "config", ckpt), nullptr, false);
   if (cfg.is_discarded() || !cfg.is_object())
     MN_THROW("--evaluate: '", ckpt, "': metadata 'config' is not a JSON object of flags");
-  for (const auto& k : st.architecture_keys()) {
+  std::vector<std::string> keys = st.architecture_keys();
+  for (const auto& k : st.evaluation_keys()) keys.push_back(k);
+  for (const auto& k : keys) {
     auto it = cfg.find(k);
     if (it == cfg.end() || f.user_set(k)) continue;
     f.set(k, stored_text(*it), Flags::Origin::Checkpoint, "--evaluate: '" + ckpt + "' metadata config." + k);

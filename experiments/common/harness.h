@@ -185,6 +185,9 @@ class Study {
   virtual std::vector<std::string> resume_may_change() const { return {}; }
   // Flags that define the model (restored from a checkpoint by --evaluate).
   virtual std::vector<std::string> architecture_keys() const { return {}; }
+  // Further flags --evaluate restores from the checkpoint unless given (how the
+  // run scored its model, e.g. a distance that follows from its loss).
+  virtual std::vector<std::string> evaluation_keys() const { return {}; }
   virtual bool can_evaluate() const { return false; }
 
   // ---- set-up (after validation) ----

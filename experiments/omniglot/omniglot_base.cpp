@@ -93,7 +93,8 @@ void OmniglotStudy::declare_flags(Flags& f) {
   std::vector<std::string> schedules{"auto"};
   for (const auto& n : nn::schedule_registry().names()) schedules.push_back(n);
   f.add_string("lr-schedule", "auto", "learning-rate schedule: auto (exponential, x --lr-decay per epoch, with "
-               "sgd as Koch; constant with adam/adamw as the study) or a registered schedule", schedules);
+               "sgd as Koch; constant with adam/adamw as the study) or a registered schedule (cosine: from the lr to "
+               "near 0 over --epochs, so a --resume that changes --epochs re-spans it)", schedules);
   f.add_int("lr-step-epochs", 8, "step schedule: epochs between decays", 1, 1000000);
   const char* groups = tri ? "conv,dense (conv4 without --embedding: conv)"
                            : "conv1,conv2,conv3,conv4,dense,head (conv4: conv,dense,head; without --embedding: conv,head)";
@@ -297,6 +298,7 @@ void OmniglotStudy::setup(RunContext& ctx) {
     nn::ScheduleConfig sc;
     sc.gamma = f_->f64("lr-decay");
     sc.step_epochs = f_->i64("lr-step-epochs");
+    sc.total_epochs = f_->i64("epochs");
     lr_sched_ = nn::schedule_registry().get(sched)(*opt_, sc);
   }
   if (opt == "sgd") mom_sched_ = std::make_unique<nn::MomentumRamp>(*opt_, 0.5, f_->i64("momentum-epochs"));

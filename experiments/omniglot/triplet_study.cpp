@@ -1,9 +1,11 @@
 // omniglot_triplet: the triplet CNN with Koch-style branches (the study's own
 // model). Training draws random or SSIM-mined triplets from the loader, or
-// mines them online in P x K batches; scoring is the Euclidean distance of the
-// anchor embedding to each candidate's.
+// mines them online in P x K batches; scoring is the distance of the anchor
+// embedding to each candidate's (--eval-distance: Euclidean, or cosine for a
+// loss measured in cosine similarity).
 #include <algorithm>
 #include <climits>
+#include <cmath>
 
 #include "autograd/ops.h"
 #include "autograd/ops_dist.h"
@@ -11,6 +13,8 @@
 #include "experiments/omniglot/omniglot_base.h"
 #include "experiments/omniglot/omniglot_study.h"
 #include "kernels/miners.h"
+#include "kernels/distance.h"
+#include "nn/losses/loss.h"
 #include "nn/losses/losses.h"
 #include "nn/models/conv4.h"
 #include "nn/optim/param_groups.h"
@@ -39,6 +43,15 @@ class TripletStudy : public OmniglotStudy {
                                              : "global batch (embeddings all-gathered before the miner and the loss)";
     return j;
   }
+  // --evaluate scores a checkpoint the way its run did: --eval-distance auto
+  // follows the run's --loss.
+  std::vector<std::string> evaluation_keys() const override { return {"loss", "sampling", "eval-distance"}; }
+  std::string final_test(Json& out) override {
+    const bool cosine = eval_metric() == kernels::Metric::Cosine;
+    out["eval_distance"] = kernels::metric_name(eval_metric());
+    return std::string("- scores: ") + (cosine ? "cosine" : "Euclidean") + " distance of the embeddings (--eval-distance " +
+           f_->str("eval-distance") + ")\n" + OmniglotStudy::final_test(out);
+  }
   int64_t items_per_step() const override {
     return (is_online_sampling(f_->str("sampling")) ? f_->i64("per-class") : 3) * f_->i64("batch");
   }
@@ -55,6 +68,10 @@ class TripletStudy : public OmniglotStudy {
     f.add_double("ms-beta", 50.0, "multi-similarity: negative scale beta", 0.0);
     f.add_double("ms-base", 0.5, "multi-similarity: similarity offset lambda", -1.0, 1.0);
     f.add_double("ms-epsilon", 0.1, "multi-similarity: its pair miner's epsilon (< 0: no mining)", -1.0, 2.0);
+    f.add_string("eval-distance", "auto", "distance that scores one-shot tasks and verification triplets: "
+                 "euclidean, cosine (1 - cosine similarity, i.e. Euclidean on L2-normalised embeddings), or auto: "
+                 "the loss's own (cosine for multi-similarity, Euclidean for the triplet losses)",
+                 {"auto", "euclidean", "cosine"});
     f.add_string("share", "full", "weight sharing of the three branches", {"full", "disjoint-anchor"});
     f.add_int("per-class", 3, "online sampling: K images of each of the P = --batch characters of a batch", 2, 20);
     f.add_bool("mine-locally", false, "data-parallel runs (mpirun -np N): each rank mines and scores only its own "
@@ -290,8 +307,7 @@ class TripletStudy : public OmniglotStudy {
     for_validation_chunks(T.anchors.size(), [&](size_t, size_t n, auto slice) {
       auto e = net_->embed_triplets(Variable(slice(T.anchors)), Variable(slice(T.positives)),
                                     Variable(slice(T.negatives)));
-      auto dp = ag::l2_distance(e[0], e[1], true).data().to_double_vector();
-      auto dn = ag::l2_distance(e[0], e[2], true).data().to_double_vector();
+      auto dp = row_distances(e[0], e[1]), dn = row_distances(e[0], e[2]);
       check_finite_scores(dp, "validation (verification triplets)", "distances");
       check_finite_scores(dn, "validation (verification triplets)", "distances");
       for (size_t k = 0; k < n; ++k) correct += dp[k] < dn[k] ? 1.0 : (dp[k] == dn[k] ? 0.5 : 0.0);
@@ -304,7 +320,7 @@ class TripletStudy : public OmniglotStudy {
   Tensor score_inputs(const Tensor& qi, const Tensor& ci) override {
     Variable eq = embed_chunked(qi, [&](const Variable& x) { return net_->embed_anchor(x); });
     Variable ec = embed_chunked(ci, [&](const Variable& x) { return net_->embed_candidate(x); });
-    return ag::pairwise_distance(eq, ec, kernels::Pairwise::Euclidean).data();
+    return ag::pairwise_distance(eq, ec, eval_metric()).data();
   }
   // Test-time augmentation: distances between the mean embeddings of the views
   // (the mean of the views' distances would add each image's spread under the
@@ -320,8 +336,32 @@ class TripletStudy : public OmniglotStudy {
       }
       return ag::mul(sum, 1.0 / static_cast<double>(views.size()));
     };
-    return ag::pairwise_distance(mean_embedding(q, true), mean_embedding(c, false), kernels::Pairwise::Euclidean)
-        .data();
+    return ag::pairwise_distance(mean_embedding(q, true), mean_embedding(c, false), eval_metric()).data();
+  }
+  // Row i of a against row i of b in eval_metric(): squared L2 (the same
+  // order as L2) or the cosine distance with PyTorch's norm clamp, as
+  // kernels/distance.h computes it (in double, on the host).
+  std::vector<double> row_distances(const Variable& a, const Variable& b) const {
+    if (eval_metric() != kernels::Metric::Cosine) return ag::l2_distance(a, b, true).data().to_double_vector();
+    const int64_t n = a.data().size(0), d = n ? a.data().numel() / n : 0;
+    const std::vector<double> x = a.data().to_double_vector(), y = b.data().to_double_vector();
+    std::vector<double> out(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      double xy = 0, xx = 0, yy = 0;
+      for (int64_t k = i * d; k < (i + 1) * d; ++k) xy += x[k] * y[k], xx += x[k] * x[k], yy += y[k] * y[k];
+      out[i] = 1.0 - xy / (std::max(std::sqrt(xx), kernels::kCosEps) * std::max(std::sqrt(yy), kernels::kCosEps));
+    }
+    return out;
+  }
+  // --eval-distance: auto is the metric the loss measures (a whole-batch loss
+  // says which; the triplet losses are Euclidean), since a net trained on
+  // cosine similarities leaves the embeddings' norms unconstrained.
+  kernels::Metric eval_metric() const {
+    const std::string& d = f_->str("eval-distance");
+    if (d == "cosine") return kernels::Metric::Cosine;
+    if (d == "euclidean" || !is_whole_batch_loss(f_->str("loss"))) return kernels::Metric::L2;
+    return nn::make_loss(f_->str("loss"))->distance() == kernels::Metric::Cosine ? kernels::Metric::Cosine
+                                                                                 : kernels::Metric::L2;
   }
   data::ScoreKind score_kind() const override { return data::ScoreKind::Cost; }
 

@@ -38,6 +38,16 @@ double StepDecay::factor(int64_t epoch) const {
   return std::pow(gamma_, static_cast<double>(epoch / step_));
 }
 
+CosineDecay::CosineDecay(Optimizer& opt, int64_t total_epochs) : LrSchedule(opt), total_(total_epochs) {
+  MN_CHECK(total_epochs > 0, "CosineDecay: the schedule needs a positive number of epochs, got ", total_epochs);
+}
+
+double CosineDecay::factor(int64_t epoch) const {
+  const double t = static_cast<double>(std::min(std::max<int64_t>(epoch, 0), total_)) / static_cast<double>(total_);
+  constexpr double kPi = 3.14159265358979323846;
+  return 0.5 * (1.0 + std::cos(kPi * t));
+}
+
 MomentumRamp::MomentumRamp(Optimizer& opt, double start, int64_t ramp_epochs)
     : opt_(opt), start_(start), epochs_(ramp_epochs) {
   MN_CHECK(ramp_epochs >= 0, "MomentumRamp: negative ramp length ", ramp_epochs);

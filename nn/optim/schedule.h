@@ -4,6 +4,9 @@
 // uninterrupted run:
 //   ExponentialDecay  lr_g(e) = base_g * gamma^e               (Koch: gamma = 0.99)
 //   StepDecay         lr_g(e) = base_g * gamma^floor(e / step)  (the sampling study: 0.1 every 8)
+//   CosineDecay       lr_g(e) = base_g * (1 + cos(pi * min(e, E) / E)) / 2 over E epochs
+//                     (Loshchilov & Hutter's SGDR without restarts, stepped per epoch:
+//                     1 at epoch 0, 1/2 at E/2, about (pi/E)^2/4 in the last epoch E-1)
 //   MomentumRamp      mom_g(e) = start + (final_g - start) * min(e, E) / E
 //                     (Koch: from 0.5 to each layer's final momentum; E = 0 gives final_g)
 // Gradient-norm clipping is Optimizer::clip_grad_norm (nn/optim/optimizer.h).
@@ -48,6 +51,15 @@ class StepDecay : public LrSchedule {
  private:
   int64_t step_;
   double gamma_;
+};
+
+class CosineDecay : public LrSchedule {
+ public:
+  CosineDecay(Optimizer& opt, int64_t total_epochs);
+  double factor(int64_t epoch) const override;
+
+ private:
+  int64_t total_;
 };
 
 class MomentumRamp {

@@ -865,8 +865,17 @@ TEST(OmniglotStudy, LrScheduleFlag) {
   ASSERT_EQ(run_study(StudyKind::Triplet, conv4_args(flat.str(), cache.str()) + small +
                                               std::vector<std::string>{"--lr", "1e-3"}, true).rc, 0);
   for (const auto& l : read_lines(flat / "metrics.jsonl")) EXPECT_DOUBLE_EQ(json_field(l, "lr"), 1e-3);
+  // cosine over --epochs (2): epoch 1 is half way, (1 + cos(pi / 2)) / 2 = 1/2.
+  TempDir cos("sched_cos");
+  ASSERT_EQ(run_study(StudyKind::Triplet, conv4_args(cos.str(), cache.str()) + small +
+                                              std::vector<std::string>{"--lr", "1e-3", "--lr-schedule", "cosine"},
+                      true).rc, 0);
+  lines = read_lines(cos / "metrics.jsonl");
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_DOUBLE_EQ(json_field(lines[0], "lr"), 1e-3);
+  EXPECT_NEAR(json_field(lines[1], "lr"), 5e-4, 1e-18);
   RunResult bad = run_study(StudyKind::Triplet, conv4_args(flat.str(), cache.str()) +
-                                                    std::vector<std::string>{"--lr-schedule", "cosine"}, true);
+                                                    std::vector<std::string>{"--lr-schedule", "linear"}, true);
   EXPECT_EQ(bad.rc, 2);
   EXPECT_NE(bad.err.find("exponential"), std::string::npos) << bad.err;
 }

@@ -291,6 +291,28 @@ TEST(OptimSchedule, StepDecay) {
   }
 }
 
+// Half a cosine from each group's lr over E epochs, written out per epoch
+// (not by the formula): E = 4 gives factors 1, (1 + cos(pi/4))/2, 1/2,
+// (1 + cos(3 pi/4))/2, and epochs at or past E (a longer resumed run) stay at 0.
+TEST(OptimSchedule, CosineDecayPerGroup) {
+  Variable a(Tensor::ones({1}), true), b(Tensor::ones({1}), true);
+  ParamGroup g1 = hyper(0.1), g2 = hyper(0.02);
+  g1.params = {a};
+  g2.params = {b};
+  SGD opt({g1, g2});
+  mn::nn::CosineDecay sched(opt, 4);
+  const double r = std::sqrt(0.5);  // cos(pi/4)
+  const double want[] = {1.0, (1 + r) / 2, 0.5, (1 - r) / 2, 0.0, 0.0};
+  for (int e = 0; e < 6; ++e) {
+    sched.apply(e);
+    EXPECT_NEAR(opt.group(0).lr, 0.1 * want[e], 1e-15) << e;
+    EXPECT_NEAR(opt.group(1).lr, 0.02 * want[e], 1e-15) << e;
+  }
+  sched.apply(1);  // a pure function of the epoch: going back (a resume) gives the same lr
+  EXPECT_NEAR(opt.group(0).lr, 0.1 * want[1], 1e-15);
+  EXPECT_THROW(mn::nn::CosineDecay(opt, 0), mn::Error);
+}
+
 TEST(OptimSchedule, LinearMomentumRampPerGroup) {
   Variable a(Tensor::ones({1}), true), b(Tensor::ones({1}), true);
   ParamGroup g1 = hyper(0.1, 0.9), g2 = hyper(0.1, 0.7);

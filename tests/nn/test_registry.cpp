@@ -113,7 +113,7 @@ TEST(Registry, EveryOptimizerAndScheduleConstructs) {
   auto& ro = optimizer_registry();
   auto& rs = schedule_registry();
   EXPECT_EQ(ro.names(), (std::vector<std::string>{"sgd", "adam", "adamw"}));
-  EXPECT_EQ(rs.names(), (std::vector<std::string>{"constant", "exponential", "step"}));
+  EXPECT_EQ(rs.names(), (std::vector<std::string>{"constant", "exponential", "step", "cosine"}));
   for (const std::string& n : ro.names()) {
     SCOPED_TRACE(n);
     ParamGroup pg;
@@ -124,6 +124,7 @@ TEST(Registry, EveryOptimizerAndScheduleConstructs) {
     ScheduleConfig sc;
     sc.gamma = 0.5;
     sc.step_epochs = 2;
+    sc.total_epochs = 6;  // cosine: epoch 3 of 6 is half way, (1 + cos(pi / 2)) / 2 = 1/2
     for (const std::string& s : rs.names()) {
       auto sched = rs.get(s)(*opt, sc);
       sched->apply(3);
