@@ -710,7 +710,7 @@ TEST(OmniglotStudy, CpuPresetsSetConv4AndUserFlagsWin) {
   const std::string summary = read_text(out / "summary.json");
   for (const char* kv : {"\"trunk\": \"conv4\"", "\"image-size\": 28", "\"rotations\": true", "\"batch\": 4",
                          "\"embedding\": 128", "\"per-class\": 3",
-                         "\"epochs\": 2", "\"loss\": \"multi-similarity\""})
+                         "\"epochs\": 2", "\"loss\": \"multi-similarity\"", "\"lr-schedule\": \"cosine\""})
     EXPECT_NE(summary.find(kv), std::string::npos) << kv << " not in " << summary;
   // --trunk koch gets the Koch net's demo values; a loss of the user's keeps the
   // preset's P x K sampling out (they go together).
