@@ -45,7 +45,7 @@ DeviceStats loss_device_stats(const Tensor& stats, const Tensor& n, std::vector<
 void OmniglotStudy::declare_flags(Flags& f) {
   const bool tri = name() == "omniglot_triplet";
   f.add_string("preset", "auto", tri ? "auto: the study's full protocol on a GPU, the CPU demo without one; "
-               "cpu-demo: conv4 on 28x28 images, about 6 minutes on 2 cores; cpu-hour: longer, with augmentation, under "
+               "cpu-demo: conv4 on 28x28 images, about 5 minutes on 2 cores; cpu-hour: longer, with augmentation, under "
                "an hour"
                : "auto: the study's full protocol on a GPU, the CPU demo without one", {"auto", "full", "cpu-demo",
                "cpu-hour"});
