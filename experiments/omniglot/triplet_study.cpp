@@ -5,7 +5,6 @@
 // loss measured in cosine similarity).
 #include <algorithm>
 #include <climits>
-#include <cmath>
 
 #include "autograd/ops.h"
 #include "autograd/ops_dist.h"
@@ -47,8 +46,8 @@ class TripletStudy : public OmniglotStudy {
   // follows the run's --loss.
   std::vector<std::string> evaluation_keys() const override { return {"loss", "sampling", "eval-distance"}; }
   std::string final_test(Json& out) override {
-    const bool cosine = eval_metric() == kernels::Metric::Cosine;
-    out["eval_distance"] = kernels::metric_name(eval_metric());
+    const bool cosine = eval_metric_ == kernels::Metric::Cosine;
+    out["eval_distance"] = kernels::metric_name(eval_metric_);
     return std::string("- scores: ") + (cosine ? "cosine" : "Euclidean") + " distance of the embeddings (--eval-distance " +
            f_->str("eval-distance") + ")\n" + OmniglotStudy::final_test(out);
   }
@@ -118,6 +117,7 @@ class TripletStudy : public OmniglotStudy {
   }
 
   void build_net(const nn::KochBranchOptions& o, Generator& init) override {
+    eval_metric_ = resolve_eval_metric();
     auto share = f_->str("share") == "full" ? nn::TripletShare::Full : nn::TripletShare::DisjointAnchor;
     if (f_->str("trunk") == "conv4") {
       const nn::Conv4Options co = conv4_options(o.device);
@@ -323,7 +323,7 @@ class TripletStudy : public OmniglotStudy {
   Tensor score_inputs(const Tensor& qi, const Tensor& ci) override {
     Variable eq = embed_chunked(qi, [&](const Variable& x) { return net_->embed_anchor(x); });
     Variable ec = embed_chunked(ci, [&](const Variable& x) { return net_->embed_candidate(x); });
-    return ag::pairwise_distance(eq, ec, eval_metric()).data();
+    return ag::pairwise_distance(eq, ec, eval_metric_).data();
   }
   // Test-time augmentation: distances between the mean embeddings of the views
   // (the mean of the views' distances would add each image's spread under the
@@ -339,27 +339,23 @@ class TripletStudy : public OmniglotStudy {
       }
       return ag::mul(sum, 1.0 / static_cast<double>(views.size()));
     };
-    return ag::pairwise_distance(mean_embedding(q, true), mean_embedding(c, false), eval_metric()).data();
+    return ag::pairwise_distance(mean_embedding(q, true), mean_embedding(c, false), eval_metric_).data();
   }
-  // Row i of a against row i of b in eval_metric(): squared L2 (the same
-  // order as L2) or the cosine distance with PyTorch's norm clamp, as
-  // kernels/distance.h computes it (in double, on the host).
+  // Row i of a against row i of b, ordered as eval_metric_ orders them:
+  // squared L2, of the rows themselves or of the rows scaled to unit norm
+  // (PyTorch's clamp at 1e-8), which is twice the cosine distance.
   std::vector<double> row_distances(const Variable& a, const Variable& b) const {
-    if (eval_metric() != kernels::Metric::Cosine) return ag::l2_distance(a, b, true).data().to_double_vector();
-    const int64_t n = a.data().size(0), d = n ? a.data().numel() / n : 0;
-    const std::vector<double> x = a.data().to_double_vector(), y = b.data().to_double_vector();
-    std::vector<double> out(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) {
-      double xy = 0, xx = 0, yy = 0;
-      for (int64_t k = i * d; k < (i + 1) * d; ++k) xy += x[k] * y[k], xx += x[k] * x[k], yy += y[k] * y[k];
-      out[i] = 1.0 - xy / (std::max(std::sqrt(xx), kernels::kCosEps) * std::max(std::sqrt(yy), kernels::kCosEps));
-    }
-    return out;
+    if (eval_metric_ != kernels::Metric::Cosine) return ag::l2_distance(a, b, true).data().to_double_vector();
+    auto unit = [](const Variable& v) {
+      return ag::div(v, ag::maximum(ag::sqrt(ag::sum(ag::square(v), {1}, true)), kernels::kCosEps));
+    };
+    return ag::l2_distance(unit(a), unit(b), true).data().to_double_vector();
   }
   // --eval-distance: auto is the metric the loss measures (a whole-batch loss
   // says which; the triplet losses are Euclidean), since a net trained on
-  // cosine similarities leaves the embeddings' norms unconstrained.
-  kernels::Metric eval_metric() const {
+  // cosine similarities leaves the embeddings' norms unconstrained. Resolved
+  // once, when the net is built.
+  kernels::Metric resolve_eval_metric() const {
     const std::string& d = f_->str("eval-distance");
     if (d == "cosine") return kernels::Metric::Cosine;
     if (d == "euclidean" || !is_whole_batch_loss(f_->str("loss"))) return kernels::Metric::L2;
@@ -371,6 +367,7 @@ class TripletStudy : public OmniglotStudy {
  private:
   std::unique_ptr<nn::TripletNet> net_;
   std::unique_ptr<nn::Objective> objective_;
+  kernels::Metric eval_metric_ = kernels::Metric::L2;  // --eval-distance, resolved in build_net
 };
 
 }  // namespace
