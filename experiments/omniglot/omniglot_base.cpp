@@ -45,8 +45,8 @@ DeviceStats loss_device_stats(const Tensor& stats, const Tensor& n, std::vector<
 void OmniglotStudy::declare_flags(Flags& f) {
   const bool tri = name() == "omniglot_triplet";
   f.add_string("preset", "auto", tri ? "auto: the study's full protocol on a GPU, the CPU demo without one; "
-               "cpu-demo: conv4 on 28x28 images, about 5 minutes on 2 cores; cpu-hour: longer, with augmentation, under "
-               "an hour"
+               "cpu-demo: conv4 on 28x28 images, about 5 minutes on 2 cores; cpu-hour: an ensemble of 10 cpu-demo "
+               "runs (--members 10), under an hour"
                : "auto: the study's full protocol on a GPU, the CPU demo without one", {"auto", "full", "cpu-demo",
                "cpu-hour"});
   f.add_string("data-dir", "", "folder holding images_background/, images_evaluation/, all_runs/ "
@@ -63,6 +63,14 @@ void OmniglotStudy::declare_flags(Flags& f) {
             "validation stays plain); 1: off", 1, 64);
   f.add_double("tta-scale", 0.5, "--tta: the distortions' ranges as a fraction of Koch's (1: rotation 10 deg, shear "
                "0.3, scale 0.8-1.2, translation 2 px at 105x105)", 0.0, 1.0);
+  f.add_string("ensemble", "", "checkpoints (comma-separated) of networks with this one's architecture: the final "
+               "test (Lake's trials, --test-dir, and with --evaluate) scores with the mean of their scores and this "
+               "network's; the summary also gives the validation one-shot accuracy of this network alone and of the "
+               "ensemble; empty: this network alone");
+  f.add_int("members", 1, "train an ensemble: N networks one after another, each a whole run of this "
+            "configuration with --seed, --seed + 1000, ... in OUT/member-K/, then the final test scored by all of them "
+            "(the mean score, as --ensemble) into OUT/ with a table in OUT/report.md; --resume continues it and "
+            "--time-limit spans it", 1, 64);
   f.add_int("iters", 500, "iterations per epoch", 1, INT_MAX);
   f.add_int("batch", 50, tri ? "triplets per iteration" : "pairs per iteration (even)", tri ? 1 : 2, 1 << 20);
   declare_kind_flags(f);
@@ -151,6 +159,9 @@ void OmniglotStudy::apply_presets(Flags& f, Device device, bool evaluating) {
                 "study's own Koch net and protocol: --preset full (a GPU is advised).\n", preset.c_str(),
                 static_cast<long long>(f.i64("image-size")), static_cast<long long>(f.i64("image-size")),
                 static_cast<long long>(f.i64("epochs")), static_cast<long long>(f.i64("iters")), batches.c_str());
+    if (f.i64("members") > 1)
+      std::printf("== An ensemble of %lld such runs (--members), scored together.\n",
+                  static_cast<long long>(f.i64("members")));
   } else {
     std::printf("== CPU demo preset: a scaled-down run (width %.2f, %lld epochs x %lld iterations of %lld) that "
                 "finishes in minutes on 2 cores.\n== The study's full protocol needs a GPU: run on a CUDA "
@@ -173,6 +184,10 @@ void OmniglotStudy::check_flags(const Flags& f, bool evaluating) const {
       MN_CHECK(!f.user_changed(k), "--", k, " applies to --trunk conv4 only (Koch's net: --width, --batchnorm)");
   }
   check_kind_flags(f);
+  // members.cpp runs an ensemble as single runs (--members 1); a study never trains one itself.
+  MN_CHECK(f.i64("members") == 1 || (evaluating && !f.user_set("members")), "--members ", f.i64("members"), ": ",
+           evaluating ? "--evaluate scores trained networks: give the others' checkpoints with --ensemble"
+                      : "an ensemble is trained by the omniglot binaries' own driver (run_omniglot_study), not here");
   if (evaluating) {
     // --evaluate needs only what it scores: Lake's runs (--data-dir/all_runs/) and --test-dir.
     std::string root = f.str("data-dir");
@@ -197,6 +212,7 @@ void OmniglotStudy::check_flags(const Flags& f, bool evaluating) const {
   if (!f.str("test-dir").empty())
     MN_CHECK(is_directory(f.str("test-dir")), "--test-dir: '", f.str("test-dir"), "' is not a folder; give an "
              "Omniglot-layout folder (alphabet/character/image.png)");
+  check_ensemble_files(f);
   if (!f.str("cache-dir").empty() && !is_directory(f.str("cache-dir")))
     make_dirs(f.str("cache-dir"), "--cache-dir");
   if (!evaluating) {
@@ -284,6 +300,7 @@ void OmniglotStudy::setup(RunContext& ctx) {
   o.init = f_->str("init") == "koch" ? nn::KochInit::koch() : nn::KochInit::study();
   o.device = device_;
   build_net(o, init_gen_);
+  check_ensemble_tensors();
   std::vector<nn::ParamGroup> groups = param_groups();
   std::vector<double> lr_mult = per_group("group-lr", groups.size(), 1.0);
   std::vector<double> moms = per_group("group-momentum", groups.size(), f_->f64("momentum"));
@@ -357,12 +374,6 @@ void OmniglotStudy::load_state(const nn::Metadata& md, const std::string& file) 
   nn::get_generator_state(md, "rng.loader", lg, file);
   loader_seed_ = lg.seed();
   loader_offset_ = lg.offset();
-}
-
-// ---------------------------------------------------------------- binaries --
-int run_omniglot_study(StudyKind kind, int argc, char** argv) {
-  return run_study(kind == StudyKind::Triplet ? make_omniglot_triplet_study() : make_omniglot_siamese_study(), argc,
-                   argv);
 }
 
 }  // namespace mn::exp

@@ -6,6 +6,7 @@
 // Definitions: omniglot_base.cpp (flags, set-up, checkpoints), omniglot_eval.cpp
 // (scores, validation, the final test), one_shot_report.{h,cpp} (its JSON and lines).
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,7 +42,7 @@ class OmniglotStudy : public Study {
   void check_flags(const Flags& f, bool evaluating) const override;
   std::vector<std::string> architecture_keys() const override;
   std::vector<std::string> resume_may_change() const override {
-    return {"eval-batch", "test-dir", "test-tasks", "test-way", "tta", "tta-scale"};
+    return {"eval-batch", "test-dir", "test-tasks", "test-way", "tta", "tta-scale", "ensemble"};
   }
   bool can_evaluate() const override { return true; }
   void setup(RunContext& ctx) override;
@@ -141,7 +142,25 @@ class OmniglotStudy : public Study {
   double val_one_shot_percent(int64_t views);
   // `left_out`: the alphabets of --test-dir with fewer than --test-way characters.
   bool test_dir_eval(data::OneShotResult* r, std::vector<GroupScore>* groups, std::vector<std::string>* left_out);
+
+  // ---- --ensemble (omniglot_ensemble.cpp): the final test scored by several networks ----
+  // Member 0 is the model as the final test found it, the others --ensemble's
+  // checkpoints: their parameters and buffers in model_tensors() order.
+  std::vector<std::vector<Tensor>> members_;
+  std::vector<Tensor> model_tensors();
+  void check_ensemble_files(const Flags& f) const;  // in check_flags: files, study, architecture flags
+  void check_ensemble_tensors();                    // in setup: the tensors' names and shapes
+  void load_ensemble();
+  void use_member(size_t i);  // copies member i's tensors into the model
+  void drop_ensemble();       // the model back to member 0; no members
+  // score() once per member (one member: itself), averaged.
+  Tensor ensemble_scores(const std::function<Tensor()>& score);
+  // Loads the members; the report's lines (validation alone vs ensemble).
+  std::string begin_ensemble(Json& out);
 };
+
+// --ensemble's comma-separated checkpoint paths; throws on an empty item.
+std::vector<std::string> ensemble_paths(const std::string& list);
 
 // Throws naming the evaluation `what` when one of the network's `values`
 // (distances, similarities, logits) is NaN or Inf: no accuracy is computed from them.

@@ -34,7 +34,8 @@ Tensor OmniglotStudy::score_matrix(const Tensor& queries, const Tensor& candidat
     q.push_back(data_->tta_view(q[0], v, 0));
     c.push_back(data_->tta_view(c[0], v, 1));
   }
-  Tensor out = (views > 1 ? score_views(q, c) : score_inputs(q[0], c[0])).to(Device::cpu());
+  Tensor out = ensemble_scores([&] { return views > 1 ? score_views(q, c) : score_inputs(q[0], c[0]); })
+                   .to(Device::cpu());
   model().train();
   check_finite_scores(out.to_double_vector(), what,
                       score_kind() == data::ScoreKind::Cost ? "distances" : "similarities");
@@ -99,7 +100,12 @@ bool OmniglotStudy::test_dir_eval(data::OneShotResult* r, std::vector<GroupScore
 }
 
 std::string OmniglotStudy::final_test(Json& out) {
-  std::string text;
+  // --ensemble: every score below is the members' mean; the model is restored after.
+  struct Restore {
+    OmniglotStudy* s;
+    ~Restore() { s->drop_ensemble(); }
+  } restore{this};
+  std::string text = begin_ensemble(out);
   const int64_t views = f_->i64("tta");
   if (views > 1) {
     char buf[200];
