@@ -40,6 +40,7 @@ struct EnsemblePlan {
   double time_limit = 0;
   std::vector<int64_t> finished;
   std::map<std::string, std::string> eval_flags;  // what the final test reads (data, test tasks, views)
+  std::map<std::string, std::string> where;       // --data-dir / --cache-dir of this invocation, for the members
 };
 
 std::string member_dir(const EnsemblePlan& p, int64_t k) { return p.out_dir + "/member-" + std::to_string(k); }
@@ -133,6 +134,8 @@ std::optional<EnsemblePlan> ensemble_plan(StudyKind kind, const std::vector<std:
   }
   p.device = cfg["device"];
   p.time_limit = std::stod(cfg["time-limit"]);
+  for (const char* k : {"data-dir", "cache-dir"})  // where the data is may change between invocations
+    if (!cfg[k].empty()) p.eval_flags[k] = p.where[k] = cfg[k];
   return p;
 }
 
@@ -153,6 +156,7 @@ int train_members(StudyKind kind, EnsemblePlan& p, std::chrono::steady_clock::ti
     if (finished(p, k)) continue;
     std::vector<std::string> a = {"--config", p.out_dir + "/members.cfg", "--seed", std::to_string(member_seed(p, k)),
                                   "--out-dir", member_dir(p, k), "--device", p.device};
+    for (const auto& [key, v] : p.where) a.push_back("--" + key + "=" + v);
     if (std::ifstream(member_dir(p, k) + "/last.safetensors").good()) a.push_back("--resume");
     if (p.time_limit > 0) {
       const double left = p.time_limit - std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -145,7 +145,9 @@ TEST(Members, TrainsSingleRunsThenScoresTheirEnsembleAndResumes) {
   std::filesystem::remove_all(out.path / "member-2");
   std::ofstream(out / "members.json") << "{\"members\":2,\"seed\":7,\"seed_stride\":1000,\"finished\":[1],"
                                       << "\"eval_flags\":" << plan["eval_flags"].dump() << "}";
-  RunResult res = run_study(StudyKind::Triplet, {"--resume", "--out-dir", out.str(), "--device", "cpu"}, true);
+  // (--data-dir may be given again, as for a single run's --resume.)
+  RunResult res = run_study(StudyKind::Triplet, {"--resume", "--out-dir", out.str(), "--device", "cpu", "--data-dir",
+                                                 omniglot_root()}, true);
   ASSERT_EQ(res.rc, 0) << res.err;
   expect_same_run(out.path / "member-2", single.path);
   const Json after = Json::parse(read_text(out / "evaluation.json"));
