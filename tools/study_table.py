@@ -86,10 +86,15 @@ def provenance(run):
     return commit, machine, p.get("command", "?")
 
 
+def natural(name):
+    """Sort key: member-2 before member-10."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+
+
 def run_folders(folder):
     out = []
     for root, dirs, files in os.walk(folder):
-        dirs.sort()
+        dirs.sort(key=natural)
         if "config.txt" in files or "summary.json" in files:
             out.append(root)
             dirs[:] = []  # a run's subfolders (eval-best/) are part of it
@@ -107,7 +112,8 @@ def write_results(folder):
               "summary.json and config.txt." +
               (" The hand-written account of these runs: [README.md](README.md)." if
                os.path.exists(os.path.join(folder, "README.md")) else "") + "\n")
-        main(runs)
+        main(runs, [os.path.relpath(r, folder) for r in runs])
+        print_ensembles(ensembles(folder))
         rows = [(os.path.relpath(r, folder),) + provenance(r) for r in runs]
         commits = sorted({r[1] for r in rows})
         print("\n## Runs: commit, machine and command\n")
@@ -122,8 +128,51 @@ def write_results(folder):
     print(f"wrote {os.path.join(folder, 'results.md')} ({len(runs)} runs)")
 
 
-def main(runs):
+def ensembles(folder):
+    """Rows for the ensembles (--members) below `folder`: their members' Lake mean and the ensemble's."""
+    out = []
+    for root, dirs, files in os.walk(folder):
+        dirs.sort(key=natural)
+        if "members.json" not in files:
+            continue
+        plan, ev = read_json(os.path.join(root, "members.json")), read_json(os.path.join(root, "evaluation.json"))
+        lakes = [describe(os.path.join(root, f"member-{k}"))["lake"] for k in range(1, plan.get("members", 0) + 1)
+                 if os.path.isdir(os.path.join(root, f"member-{k}"))]
+        lakes = [v for v in lakes if v is not None]
+        lake = (ev or {}).get("lake", {})
+        out.append({"name": os.path.relpath(root, folder), "members": plan.get("members"), "done": len(lakes),
+                    "member_lake": lakes, "lake": lake.get("accuracy_percent"),
+                    "ci": lake.get("accuracy_ci95_percent")})
+    return out
+
+
+def print_ensembles(rows):
+    if not rows:
+        return
+    print("\n## Ensembles (`--members`): Lake's 400 trials\n")
+    print("| ensemble | members done | members' Lake %: mean (min-max) | ensemble Lake % (95 % CI) |")
+    print("|---|---|---|---|")
+    for r in rows:
+        m = r["member_lake"]
+        ml = f"{statistics.mean(m):.2f} ({min(m):.2f}-{max(m):.2f})" if m else "–"
+        e = f"**{r['lake']:.2f}** ({r['ci'][0]:.1f}-{r['ci'][1]:.1f})" if r["lake"] is not None else "– (not scored yet)"
+        print(f"| {r['name']} | {r['done']}/{r['members']} | {ml} | {e} |")
+    groups = {}
+    for r in rows:
+        g = re.match(r"(.*)-s(?:eed)?\d+$", r["name"])
+        if g and r["lake"] is not None:
+            groups.setdefault(g.group(1), []).append(r["lake"])
+    for g, v in sorted(groups.items()):
+        if len(v) >= 2:
+            print(f"| **{g}, {len(v)} seeds** | | | **{statistics.mean(v):.2f} ± {statistics.stdev(v):.2f}** "
+                  f"(min {min(v):.2f}, max {max(v):.2f}) |")
+
+
+def main(runs, names=None):
     rows = [describe(r) for r in runs if os.path.isdir(r)]
+    if names:
+        for r, n in zip(rows, names):
+            r["name"] = n
     print("| run | epochs | best val one-shot % (epoch) | last val one-shot % | Lake's 400 trials % "
           "| train img/s | train time |")
     print("|---|---|---|---|---|---|---|")

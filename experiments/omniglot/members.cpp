@@ -39,6 +39,7 @@ struct EnsemblePlan {
   int64_t members = 0, seed = 0;
   double time_limit = 0;
   std::vector<int64_t> finished;
+  std::vector<std::string> commands;  // every invocation that worked on this ensemble
   std::map<std::string, std::string> eval_flags;  // what the final test reads (data, test tasks, views)
   std::map<std::string, std::string> where;       // --data-dir / --cache-dir of this invocation, for the members
 };
@@ -62,6 +63,7 @@ Json plan_json(const EnsemblePlan& p) {
   j["seed"] = p.seed;
   j["seed_stride"] = kSeedStride;
   j["finished"] = p.finished;
+  j["commands"] = p.commands;
   j["eval_flags"] = p.eval_flags;
   return j;
 }
@@ -101,6 +103,7 @@ EnsemblePlan read_plan(const std::string& out_dir) {
   p.seed = j["seed"].get<int64_t>();
   p.finished = j.value("finished", std::vector<int64_t>{});
   p.eval_flags = j.value("eval_flags", std::map<std::string, std::string>{});
+  p.commands = j.value("commands", std::vector<std::string>{});
   return p;
 }
 
@@ -132,6 +135,9 @@ std::optional<EnsemblePlan> ensemble_plan(StudyKind kind, const std::vector<std:
                           "tta-scale", "eval-batch", "eval-distance"})
       if (cfg.count(k) && !cfg[k].empty()) p.eval_flags[k] = cfg[k];
   }
+  std::string command = make_study(kind)->name();
+  for (const auto& a : args) command += " " + a;
+  p.commands.push_back(command);
   p.device = cfg["device"];
   p.time_limit = std::stod(cfg["time-limit"]);
   for (const char* k : {"data-dir", "cache-dir"})  // where the data is may change between invocations
@@ -140,7 +146,7 @@ std::optional<EnsemblePlan> ensemble_plan(StudyKind kind, const std::vector<std:
 }
 
 int run_with(StudyKind kind, std::vector<std::string> args) {
-  args.insert(args.begin(), "omniglot");
+  args.insert(args.begin(), make_study(kind)->name());  // (the binary's name, in the members' provenance)
   std::vector<char*> av;
   for (auto& a : args) av.push_back(a.data());
   return run_study(make_study(kind), static_cast<int>(av.size()), av.data());
@@ -236,10 +242,9 @@ void write_report(const EnsemblePlan& p) {
 int run_ensemble(StudyKind kind, EnsemblePlan& p) {
   const auto start = std::chrono::steady_clock::now();
   make_dirs(p.out_dir, "--out-dir");
-  if (!p.config.empty()) {  // a new ensemble: freeze its configuration
+  if (!p.config.empty())  // a new ensemble: freeze its configuration
     write_file_atomic(p.out_dir + "/members.cfg", p.config);
-    save_plan(p);
-  }
+  save_plan(p);  // (with this invocation's command)
   if (int rc = train_members(kind, p, start); rc != kExitOk) return rc;
   const int rc = score_ensemble(kind, p);
   write_report(p);

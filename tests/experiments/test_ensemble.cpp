@@ -128,6 +128,8 @@ TEST(Members, TrainsSingleRunsThenScoresTheirEnsembleAndResumes) {
   expect_same_run(out.path / "member-2", single.path);
   const Json plan = Json::parse(read_text(out / "members.json"));
   EXPECT_EQ(plan["finished"].dump(), "[1,2]");
+  ASSERT_EQ(plan["commands"].size(), 1u);
+  EXPECT_NE(plan["commands"][0].get<std::string>().find("--members 2"), std::string::npos) << plan.dump();
   const Json ev = Json::parse(read_text(out / "evaluation.json"));
   ASSERT_TRUE(ev.contains("ensemble"));
   EXPECT_EQ(ev["ensemble"][0].get<std::string>(), out / "member-2/best.safetensors");
@@ -150,6 +152,10 @@ TEST(Members, TrainsSingleRunsThenScoresTheirEnsembleAndResumes) {
                                                  omniglot_root()}, true);
   ASSERT_EQ(res.rc, 0) << res.err;
   expect_same_run(out.path / "member-2", single.path);
+  const Json plan2 = Json::parse(read_text(out / "members.json"));
+  EXPECT_EQ(plan2["finished"].dump(), "[1,2]");
+  ASSERT_EQ(plan2["commands"].size(), 1u);
+  EXPECT_NE(plan2["commands"][0].get<std::string>().find("--resume"), std::string::npos) << plan2.dump();
   const Json after = Json::parse(read_text(out / "evaluation.json"));
   EXPECT_EQ(after["test_dir"].dump(), Json::parse(before)["test_dir"].dump());
 }
