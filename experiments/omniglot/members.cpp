@@ -128,6 +128,8 @@ std::optional<EnsemblePlan> ensemble_plan(StudyKind kind, const std::vector<std:
     if (p.members <= 1) return std::nullopt;
     MN_CHECK(!have_plan, "--members: --out-dir '", out, "' holds an ensemble run already (members.json): continue "
              "it with --resume, or give another --out-dir");
+    MN_CHECK(cfg["ensemble"].empty(), "--members ", p.members, " with --ensemble: the members' ensemble is scored "
+             "by itself; leave --ensemble out (it is for scoring checkpoints you already have)");
     p.out_dir = out;
     p.seed = std::stoll(cfg["seed"]);
     p.config = members_config(cfg);

@@ -101,6 +101,9 @@ TEST_F(Ensemble, BadMembersAreUsageErrorsBeforeTraining) {
   RunResult other_arch = run({"--embedding", "16", "--ensemble", *a_ / "best.safetensors"});
   EXPECT_EQ(other_arch.rc, 2);
   EXPECT_NE(other_arch.err.find("--embedding"), std::string::npos) << other_arch.err;
+  RunResult both = run({"--members", "2", "--ensemble", *a_ / "best.safetensors"});
+  EXPECT_EQ(both.rc, 2);
+  EXPECT_NE(both.err.find("--members 2 with --ensemble"), std::string::npos) << both.err;
   // A siamese checkpoint is another network.
   TempDir s("enssiam");
   RunResult sr = run_study(StudyKind::Siamese, base_args(s.str(), cache.str()) + kSmall, true);
