@@ -52,6 +52,26 @@ with tempfile.TemporaryDirectory() as base:
     expect(f"| global | 2 | {statistics.mean([71.5, 50.0]):.2f} ± {statistics.stdev([71.5, 50.0]):.2f}" in out,
            "seed summary of the best validation accuracy")
     expect(f"{statistics.mean([70.25, 55.5]):.2f} ± {sd:.2f}" in out, "seed summary of Lake's accuracy")
+
+    # --results on two ensembles (--members): member rows named by their path in natural order,
+    # the members' Lake mean, the ensemble's score and the mean over the seeds.
+    res = os.path.join(base, "results")
+    ens = {"hour-seed1": ([90.0, 92.0, 94.0], 96.0), "hour-seed2": ([91.0, 93.0, 89.0], 95.0)}
+    for name, (lakes, e) in ens.items():
+        d = os.path.join(res, name)
+        for k, v in zip([1, 2, 10], lakes):
+            make_run(d, f"member-{k}", [80.0], 1, lake=v)
+        with open(os.path.join(d, "members.json"), "w") as f:
+            json.dump({"members": 10, "seed": 1, "finished": [1, 2, 10]}, f)
+        with open(os.path.join(d, "evaluation.json"), "w") as f:
+            json.dump({"lake": {"accuracy_percent": e, "accuracy_ci95_percent": [93.0, 97.5], "trials": 400}}, f)
+    subprocess.run([sys.executable, tool, "--results", res], check=True, capture_output=True, text=True)
+    md = open(os.path.join(res, "results.md")).read()
+    expect(md.index("| hour-seed1/member-2 |") < md.index("| hour-seed1/member-10 |"), "natural order of members")
+    expect(f"| hour-seed1 | 3/10 | {statistics.mean([90.0, 92.0, 94.0]):.2f} (90.00-94.00) | **96.00** (93.0-97.5) |"
+           in md, "an ensemble's row")
+    expect(f"**{statistics.mean([96.0, 95.0]):.2f} ± {statistics.stdev([96.0, 95.0]):.2f}**" in md,
+           "the ensembles' mean over seeds")
     if fails:
         print(out)
         print("FAILED:", "; ".join(fails))
