@@ -326,23 +326,21 @@ std::string Flags::to_json() const {
   return j.dump();
 }
 
+std::string config_value_text(const std::string& v) {
+  const bool quote = !v.empty() && (v.find_first_of("#\"\\\n\r") != std::string::npos || trim(v) != v);
+  if (!quote) return v;
+  std::string q = "\"";
+  for (char c : v) {
+    if (c == '"' || c == '\\') q += std::string("\\") + c;
+    else if (c == '\n') q += "\\n";
+    else q += c;
+  }
+  return q + "\"";
+}
+
 std::string Flags::to_config() const {
   std::ostringstream os;
-  for (auto& [k, e] : entries_) {
-    const std::string& v = e.value;
-    const bool quote = !v.empty() && (v.find_first_of("#\"\\\n\r") != std::string::npos || trim(v) != v);
-    if (!quote) {
-      os << k << " = " << v << "\n";
-      continue;
-    }
-    os << k << " = \"";
-    for (char c : v) {
-      if (c == '"' || c == '\\') os << '\\' << c;
-      else if (c == '\n') os << "\\n";
-      else os << c;
-    }
-    os << "\"\n";
-  }
+  for (auto& [k, e] : entries_) os << k << " = " << config_value_text(e.value) << "\n";
   return os.str();
 }
 

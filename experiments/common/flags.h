@@ -102,5 +102,8 @@ class Flags {
 // Writes `text` to `path` atomically: a temporary file in the same folder,
 // flushed and fsync'ed, then renamed over the target.
 void write_file_atomic(const std::string& path, const std::string& text);
+// A flag's value as a config file line holds it (to_config): "quoted" with \" \\ \n escapes
+// when it has '#', quotes, backslashes, newlines or outer spaces, else as it is.
+std::string config_value_text(const std::string& v);
 
 }  // namespace mn::exp

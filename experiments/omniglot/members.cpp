@@ -47,16 +47,6 @@ struct EnsemblePlan {
 std::string member_dir(const EnsemblePlan& p, int64_t k) { return p.out_dir + "/member-" + std::to_string(k); }
 int64_t member_seed(const EnsemblePlan& p, int64_t k) { return p.seed + kSeedStride * (k - 1); }
 
-// A value as config files read it back (flags.h: quoted when it needs to be).
-std::string config_value(const std::string& v) {
-  bool plain = !v.empty() && v.front() != ' ' && v.back() != ' ';
-  for (char c : v) plain = plain && c != '#' && c != '"' && c != '\\' && c != '\n';
-  if (plain) return v;
-  std::string q = "\"";
-  for (char c : v) q += c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n" : std::string(1, c);
-  return q + "\"";
-}
-
 Json plan_json(const EnsemblePlan& p) {
   Json j;
   j["members"] = p.members;
@@ -79,7 +69,7 @@ std::string members_config(const std::map<std::string, std::string>& cfg) {
                                       "time-limit", "stop-after", "device"};
   std::string text = "# the members' shared configuration, written by --members (members.cpp)\nmembers = 1\n";
   for (const auto& [k, v] : cfg)  // (deterministic = false would override MN_DETERMINISTIC in the members)
-    if (!skip.count(k) && !(k == "deterministic" && v == "false")) text += k + " = " + config_value(v) + "\n";
+    if (!skip.count(k) && !(k == "deterministic" && v == "false")) text += k + " = " + config_value_text(v) + "\n";
   return text;
 }
 
