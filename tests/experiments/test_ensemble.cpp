@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -177,7 +178,28 @@ TEST(Members, CpuHourPresetIsTenCpuDemoRuns) {
   EXPECT_EQ(hour.at("members"), "10");
   EXPECT_EQ(demo.at("members"), "1");
   for (const auto& [k, v] : demo)
-    if (k != "preset" && k != "members") EXPECT_EQ(hour.at(k), v) << k;
+    if (k != "preset" && k != "members") {
+      EXPECT_EQ(hour.at(k), v) << k;
+    }
+}
+
+// cpu-4h: the demo recipe but 70 x 250 steps with augmentation, 8 members,
+// each member and the ensemble scored with 8 views of every image.
+TEST(Members, Cpu4hPresetIsAnEnsembleOfAugmentedLongRuns) {
+  using mn::exp::study_config;
+  auto config = [](const char* preset) {
+    return study_config(*mn::exp::make_omniglot_triplet_study(), {"--preset", preset}, mn::Device::cpu());
+  };
+  auto four = config("cpu-4h"), demo = config("cpu-demo");
+  const std::map<std::string, std::string> changed = {{"members", "8"}, {"epochs", "70"}, {"iters", "250"},
+                                                      {"augment", "true"}, {"tta", "8"}, {"tta-scale", "0.5"}};
+  for (const auto& [k, v] : changed) EXPECT_EQ(four.at(k), v) << k;
+  EXPECT_EQ(demo.at("augment"), "false");
+  EXPECT_EQ(demo.at("tta"), "1");
+  for (const auto& [k, v] : demo)
+    if (k != "preset" && !changed.count(k)) {
+      EXPECT_EQ(four.at(k), v) << k;
+    }
 }
 
 }  // namespace
