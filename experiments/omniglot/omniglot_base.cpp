@@ -151,6 +151,7 @@ void OmniglotStudy::apply_presets(Flags& f, Device device, bool evaluating) {
   MN_CHECK(!values.empty(), "--preset ", preset, ": ", name(), " has no such preset (it has auto, full and cpu-demo)");
   for (auto& [k, v] : values)  // never over a value the user or a resumed checkpoint set
     if (f.origin(k) == Flags::Origin::Default) f.set(k, v, Flags::Origin::Preset, preset + " preset");
+  if (!announce_presets_) return;
   if (f.str("trunk") == "conv4") {
     const std::string batches = f.declared("per-class")
         ? "P x K = " + std::to_string(f.i64("batch")) + " x " + std::to_string(f.i64("per-class")) +
@@ -160,9 +161,6 @@ void OmniglotStudy::apply_presets(Flags& f, Device device, bool evaluating) {
                 "study's own Koch net and protocol: --preset full (a GPU is advised).\n", preset.c_str(),
                 static_cast<long long>(f.i64("image-size")), static_cast<long long>(f.i64("image-size")),
                 static_cast<long long>(f.i64("epochs")), static_cast<long long>(f.i64("iters")), batches.c_str());
-    if (f.i64("members") > 1)
-      std::printf("== An ensemble of %lld such runs (--members), scored together.\n",
-                  static_cast<long long>(f.i64("members")));
   } else {
     std::printf("== CPU demo preset: a scaled-down run (width %.2f, %lld epochs x %lld iterations of %lld) that "
                 "finishes in minutes on 2 cores.\n== The study's full protocol needs a GPU: run on a CUDA "

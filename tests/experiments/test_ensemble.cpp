@@ -168,6 +168,29 @@ TEST(Members, TrainsSingleRunsThenScoresTheirEnsembleAndResumes) {
 
 namespace {
 
+// The driver announces the ensemble once; each member announces its preset (the
+// driver resolving the configuration prints no banner of its own).
+TEST(Members, AnnouncesTheEnsembleOnceAndEachMembersPreset) {
+  TempDir out("membersbanner"), cache("membersbannercache");
+  // conv4 on 28x28, small; the synthetic alphabets have 6 characters of 6 drawings.
+  const std::vector<std::string> args =
+      std::vector<std::string>{"--data-dir", omniglot_root(), "--out-dir", out.str(), "--cache-dir", cache.str(),
+                               "--device", "cpu", "--preset", "cpu-demo", "--channels", "8", "--embedding", "16",
+                               "--val-way", "5", "--eval-batch", "64", "--per-class", "3", "--members", "2"} + kSmall;
+  testing::internal::CaptureStdout();
+  RunResult r = run_study(StudyKind::Triplet, args, true);
+  const std::string text = testing::internal::GetCapturedStdout();
+  ASSERT_EQ(r.rc, 0) << r.err;
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("An ensemble of 2 runs (--members 2)"), 1u) << text;
+  EXPECT_EQ(count("cpu-demo preset: the conv4 trunk"), 2u) << text;
+  EXPECT_EQ(count("== member "), 2u) << text;
+}
+
 // cpu-hour is cpu-demo's recipe ten times over: every other flag the same.
 TEST(Members, CpuHourPresetIsTenCpuDemoRuns) {
   using mn::exp::study_config;
