@@ -109,9 +109,9 @@ std::string OmniglotStudy::final_test(Json& out) {
   const int64_t views = f_->i64("tta");
   if (views > 1) {
     char buf[200];
-    std::snprintf(buf, sizeof buf, "- test-time augmentation: every score is the mean over %lld views (--tta), "
-                  "distortions at %g of Koch's ranges (--tta-scale)\n", static_cast<long long>(views),
-                  f_->f64("tta-scale"));
+    std::snprintf(buf, sizeof buf, "- test-time augmentation: %lld views of every image (--tta), distortions at %g "
+                  "of Koch's ranges (--tta-scale), scored %s\n", static_cast<long long>(views), f_->f64("tta-scale"),
+                  name() == "omniglot_triplet" ? "by the distance of their mean embeddings" : "by the mean of their scores");
     text += buf;
     out["tta_views"] = views;
     out["tta_scale"] = f_->f64("tta-scale");

@@ -36,7 +36,11 @@ TEST(TestTimeAugmentation, ValidationPlainAndWithViewsBesideTheBestEpoch) {
     EXPECT_NEAR(sum["val_one_shot_plain_percent"].get<double>(), sum["best_val_one_shot_percent"].get<double>(), 1e-9);
     const double tta = sum["val_one_shot_tta_percent"].get<double>();
     EXPECT_TRUE(tta >= 0 && tta <= 100) << tta;
-    EXPECT_NE(read_text(out / "report.md").find("4 views"), std::string::npos);
+    const std::string report = read_text(out / "report.md");
+    EXPECT_NE(report.find("4 views of every image"), std::string::npos) << report;
+    // How the views are combined, named per study (score_views).
+    EXPECT_NE(report.find(kind == StudyKind::Triplet ? "distance of their mean embeddings" : "mean of their scores"),
+              std::string::npos) << report;
     if (kind == StudyKind::Triplet) {
       // Fixed views: evaluating the checkpoint twice gives the same scores.
       TempDir e1("ttaev1"), e2("ttaev2");
