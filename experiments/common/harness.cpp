@@ -438,6 +438,7 @@ int run_study(std::unique_ptr<Study> study, int argc, char** argv) {
     try {
       st.apply_presets(f, device, evaluating);
       f.validate_ranges();
+      st.announce_presets(f);
       check_dir_usable(f.str("out-dir"), "--out-dir");  // before the study's data checks
       st.check_flags(f, evaluating);
       make_dirs(f.str("out-dir"), "--out-dir");

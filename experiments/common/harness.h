@@ -179,6 +179,8 @@ class Study {
   // After parsing, before validation: fill presets (values the user did not set),
   // knowing the device and whether this is an --evaluate run.
   virtual void apply_presets(Flags&, Device, bool /*evaluating*/) {}
+  // After apply_presets in a run (not in study_config): print what the presets chose.
+  virtual void announce_presets(const Flags&) const {}
   // Cross-flag checks and input paths; throw mn::Error naming the flag and the fix.
   virtual void check_flags(const Flags&, bool /*evaluating*/) const {}
   // Extra flags that may change on --resume (besides kResumeMayChange).

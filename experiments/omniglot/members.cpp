@@ -34,14 +34,6 @@ std::unique_ptr<Study> make_study(StudyKind kind) {
   return kind == StudyKind::Triplet ? make_omniglot_triplet_study() : make_omniglot_siamese_study();
 }
 
-// A study that resolves a configuration without printing the preset's banner
-// (each member prints its own).
-std::unique_ptr<Study> quiet_study(StudyKind kind) {
-  std::unique_ptr<Study> st = make_study(kind);
-  static_cast<OmniglotStudy&>(*st).set_announce_presets(false);
-  return st;
-}
-
 struct EnsemblePlan {
   std::string out_dir, device, config;  // config: members.cfg's text
   int64_t members = 0, seed = 0;
@@ -82,10 +74,10 @@ std::string members_config(const std::map<std::string, std::string>& cfg) {
 }
 
 std::map<std::string, std::string> config_of(StudyKind kind, const std::vector<std::string>& args) {
-  std::map<std::string, std::string> cfg = study_config(*quiet_study(kind), args, Device::cpu());
+  std::map<std::string, std::string> cfg = study_config(*make_study(kind), args, Device::cpu());
   const std::string d = cfg["device"];
   if (d != "cpu" && cuda_available())  // the presets may depend on the device
-    cfg = study_config(*quiet_study(kind), args, d == "auto" ? Device::cuda(0) : parse_device(d));
+    cfg = study_config(*make_study(kind), args, d == "auto" ? Device::cuda(0) : parse_device(d));
   return cfg;
 }
 

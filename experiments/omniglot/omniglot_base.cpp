@@ -151,7 +151,12 @@ void OmniglotStudy::apply_presets(Flags& f, Device device, bool evaluating) {
   MN_CHECK(!values.empty(), "--preset ", preset, ": ", name(), " has no such preset (it has auto, full and cpu-demo)");
   for (auto& [k, v] : values)  // never over a value the user or a resumed checkpoint set
     if (f.origin(k) == Flags::Origin::Default) f.set(k, v, Flags::Origin::Preset, preset + " preset");
-  if (!announce_presets_) return;
+  applied_preset_ = preset;
+}
+
+void OmniglotStudy::announce_presets(const Flags& f) const {
+  if (applied_preset_.empty()) return;
+  const std::string& preset = applied_preset_;
   if (f.str("trunk") == "conv4") {
     const std::string batches = f.declared("per-class")
         ? "P x K = " + std::to_string(f.i64("batch")) + " x " + std::to_string(f.i64("per-class")) +

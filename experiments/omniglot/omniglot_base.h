@@ -39,9 +39,7 @@ class OmniglotStudy : public Study {
   int64_t default_epochs() const override { return 50; }
   void declare_flags(Flags& f) override;
   void apply_presets(Flags& f, Device device, bool evaluating) override;
-  // Whether apply_presets prints the preset's banner (off for a driver that only
-  // resolves a configuration, e.g. --members planning its runs).
-  void set_announce_presets(bool on) { announce_presets_ = on; }
+  void announce_presets(const Flags& f) const override;
   void check_flags(const Flags& f, bool evaluating) const override;
   std::vector<std::string> architecture_keys() const override;
   std::vector<std::string> resume_may_change() const override {
@@ -138,7 +136,7 @@ class OmniglotStudy : public Study {
   bool loader_started_ = false;
 
  private:
-  bool announce_presets_ = true;
+  std::string applied_preset_;  // the preset apply_presets applied ("": none)
   // `what`: the evaluation, named in the error when a score is not finite;
   // the mean over `views` views of both sides (1: the images alone; --tta).
   Tensor score_matrix(const Tensor& queries_u8, const Tensor& candidates_u8, const char* what, int64_t views = 1);
