@@ -732,6 +732,15 @@ TEST(OmniglotStudy, CpuPresetsSetConv4AndUserFlagsWin) {
   RunResult rs = run_study(StudyKind::Siamese, {"--preset", "cpu-hour", "--device", "cpu"}, true);
   EXPECT_EQ(rs.rc, 2);
   EXPECT_NE(rs.err.find("cpu-hour"), std::string::npos) << rs.err;
+  EXPECT_NE(rs.err.find("its presets: auto, full and cpu-demo"), std::string::npos) << rs.err;
+  // Nor has the triplet binary's Koch net: the error names the trunk.
+  TempDir koch_hour("preset_koch_hour");
+  std::vector<std::string> ka = conv4_args(koch_hour.str(), cache.str());
+  ka[9] = "cpu-4h";
+  RunResult rk = run_study(StudyKind::Triplet, ka + std::vector<std::string>{"--trunk", "koch"}, true);
+  EXPECT_EQ(rk.rc, 2);
+  EXPECT_NE(rk.err.find("--preset cpu-4h: omniglot_triplet with --trunk koch has no such preset"), std::string::npos)
+      << rk.err;
 }
 
 // The siamese binary with --trunk conv4: Koch's head on the conv4 features, its
