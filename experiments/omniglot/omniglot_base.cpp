@@ -148,9 +148,10 @@ void OmniglotStudy::apply_presets(Flags& f, Device device, bool evaluating) {
   if (preset == "auto" && device.is_cpu() && !evaluating) preset = "cpu-demo";
   if (preset == "auto" || preset == "full") return;
   const auto values = preset_values(preset, f);
-  // Empty: the siamese binary's cpu-hour / cpu-4h, or the triplet binary's with
-  // --trunk koch (its Koch-net presets are the base class's).
-  MN_CHECK(!values.empty(), "--preset ", preset, ": ", name(), name() == "omniglot_triplet" ? " with --trunk koch" : "",
+  // Empty: a preset this study has not, or not for the --trunk the user chose
+  // (the triplet binary's Koch net has only the base class's presets).
+  MN_CHECK(!values.empty(), "--preset ", preset, ": ", name(),
+           f.user_set("trunk") ? " with --trunk " + f.str("trunk") : std::string(),
            " has no such preset (its presets: auto, full and cpu-demo)");
   for (auto& [k, v] : values)  // never over a value the user or a resumed checkpoint set
     if (f.origin(k) == Flags::Origin::Default) f.set(k, v, Flags::Origin::Preset, preset + " preset");
