@@ -11,6 +11,16 @@
 //                         process CPU ms per step.
 // Reference: bench/references/conv4_train_torch.py (the same iteration in PyTorch),
 //   /usr/bin/python3 bench/references/conv4_train_torch.py --threads 2
+//
+//   BM_Conv4GridStepCpu/<loss>  one iteration of the Omniglot grid's CPU scales
+//                         (omniglot_grid --scale cpu / paper-length): a batch of 50
+//                         random triplets = 150 images through the same conv4 trunk
+//                         with Koch's head (dense 128 + sigmoid), full sharing (one
+//                         forward of the concatenated batch), the row's triplet loss
+//                         (0 kumar, 1 schroff, 2 softmax ratio, 3 global, 4 global +
+//                         triplet; the paper's parameters), backward, Adam lr 1e-4
+//                         with the paper's L2 decays (conv 2e-4, dense 1e-3).
+// Reference: bench/references/conv4_grid_torch.py --threads 2 (the same five steps).
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -21,6 +31,7 @@
 
 #include "kernels/multi_similarity.h"
 #include "nn/models/conv4.h"
+#include "nn/losses/losses.h"
 #include "nn/models/triplet.h"
 #include "nn/objective.h"
 #include "nn/optim/optimizer.h"
@@ -68,8 +79,51 @@ struct Conv4Step {
   }
 };
 
-void BM_Conv4StepCpu(benchmark::State& st) {
-  Conv4Step s(st.range(0));
+// The grid's step (omniglot_grid's cpu scales): 50 triplets, Koch's head, the row's loss.
+constexpr kernels::TripletKind kGridLosses[] = {kernels::TripletKind::Kumar, kernels::TripletKind::Schroff,
+                                                kernels::TripletKind::SoftmaxRatio, kernels::TripletKind::Global,
+                                                kernels::TripletKind::GlobalTriplet};
+constexpr const char* kGridLossNames[] = {"kumar", "schroff", "softmax", "global", "global-triplet"};
+
+struct Conv4GridStep {
+  std::unique_ptr<nn::TripletNet> net;
+  std::unique_ptr<nn::Adam> opt;
+  nn::TripletLossOptions lo;
+  Tensor a, p, n;
+
+  explicit Conv4GridStep(kernels::TripletKind kind, int64_t triplets = 50) {
+    Generator g(1);
+    nn::Conv4Options o;  // 28x28, 64 channels, 4 blocks, batch-norm
+    o.embedding = 128;
+    o.sigmoid_embedding = true;
+    net = std::make_unique<nn::TripletNet>(std::make_shared<nn::Conv4>(o, g));
+    nn::ParamGroup conv, dense;  // the paper's L2 decays, by parameter name
+    conv.lr = dense.lr = 1e-4;
+    conv.weight_decay = 2e-4;
+    dense.weight_decay = 1e-3;
+    for (const auto& [name, v] : net->named_parameters())
+      (name.find("dense.") != std::string::npos ? dense : conv).params.push_back(v);
+    opt = std::make_unique<nn::Adam>(std::vector<nn::ParamGroup>{conv, dense});
+    lo.kind = kind;
+    lo.margin = 0.01;
+    Generator gx(11);
+    for (Tensor* t : {&a, &p, &n}) {
+      *t = Tensor::empty({triplets, 1, 28, 28}, DType::F32);
+      uniform_(*t, 0.0, 1.0, gx);
+    }
+  }
+  double step() {
+    auto e = net->embed_triplets(ag::Variable(a), ag::Variable(p), ag::Variable(n));
+    nn::LossOutput out = nn::triplet_loss(e[0], e[1], e[2], lo);
+    out.loss.backward();
+    opt->step();
+    opt->zero_grad();
+    return out.loss.data().to_double_vector()[0];
+  }
+};
+
+template <class Step>
+void time_steps(benchmark::State& st, Step& s, double images) {
   const double first = s.step();
   if (!std::isfinite(first)) {
     st.SkipWithError("non-finite loss");
@@ -87,16 +141,28 @@ void BM_Conv4StepCpu(benchmark::State& st) {
     total_s += sec;
     best_s = std::min(best_s, sec);
   }
-  const double n = static_cast<double>(st.range(0));
-  st.counters["images_per_s"] = n * static_cast<double>(st.iterations()) / total_s;
-  st.counters["best_images_per_s"] = n / best_s;
+  st.counters["images_per_s"] = images * static_cast<double>(st.iterations()) / total_s;
+  st.counters["best_images_per_s"] = images / best_s;
   st.counters["threads"] = num_threads();
   st.counters["cpu_ms_per_step"] = 1e3 * cpu_s / static_cast<double>(st.iterations());
+}
+
+void BM_Conv4StepCpu(benchmark::State& st) {
+  Conv4Step s(st.range(0));
+  time_steps(st, s, static_cast<double>(st.range(0)));
   st.SetLabel("cpu, float32, conv4 28x28, multi-similarity, Adam");
+}
+
+void BM_Conv4GridStepCpu(benchmark::State& st) {
+  Conv4GridStep s(kGridLosses[st.range(0)]);
+  time_steps(st, s, 150.0);
+  st.SetLabel(std::string("cpu, float32, conv4 28x28 + dense 128 sigmoid, 50 triplets, ") +
+              kGridLossNames[st.range(0)] + ", Adam");
 }
 
 }  // namespace
 
+BENCHMARK(BM_Conv4GridStepCpu)->DenseRange(0, 4)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(3.0);
 BENCHMARK(BM_Conv4StepCpu)->Arg(128)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(5.0);
 
 BENCHMARK_MAIN();

@@ -35,8 +35,10 @@ struct Options {
 };
 
 void declare(Flags& f) {
-  f.add_string("scale", "cpu", "cpu: the paper's procedure at a 2-core scale (conv4 on 28x28, minutes a row); full: "
-               "the paper's protocol (Koch's net, 105x105, 50 x 500 x 50; a GPU)", {"cpu", "full"});
+  f.add_string("scale", "cpu", "cpu: the paper's procedure at a 2-core scale (conv4 on 28x28, 10 x 120 x 50, minutes a "
+               "row); paper-length: the same model at the paper's length and validation (50 x 500 x 50, 10,000 "
+               "validation triplets; about an hour a row on 2 cores); full: the paper's protocol (Koch's net, "
+               "105x105, 50 x 500 x 50; a GPU)", {"cpu", "paper-length", "full"});
   f.add_string("out-dir", "runs/omniglot_grid", "the grid's folder: <row>/seed<N>/ per cell, results.md at the top");
   f.add_string("rows", "", "regular expression over the row names (empty: every row; see --dry-run for the names)");
   f.add_int("seeds", 3, "seeds of the rows of Tables 1 and 2 (seeds 1..N)", 1, 100);
@@ -146,53 +148,107 @@ std::vector<std::string> cell_args(const Cell& c, const Options& o) {
   return a;
 }
 
-// Estimated seconds of a cell. CPU: the training images at the measured speed of this
-// grid's finished cells of the same binary (else 550 img/s, the 2026-11-27 pilots on the
-// 2-core VM), SSIM-mining rows 1.7x slower (the 2026-11-21 demos), validation at 3x the
-// training speed per image. Full scale on a GPU: 4 ms a 50-triplet step (issue 31's
-// TF32 target; 37.6 ms measured with the older kernels on an H200, 2026-11-26) and
-// about 3 s a validation.
-double estimate_seconds(const Cell& c, const Options& o, const std::map<bool, double>& measured_ips) {
-  const int epochs = row_epochs(*c.row, *o.scale);
-  const bool full = o.scale->name == "full";
-  const double steps = double(epochs) * (full ? 500 : 120);
-  const bool ssim = std::any_of(c.row->flags.begin(), c.row->flags.end(), [](const std::string& f) {
-    return f == "hard-positive" || f == "semi-hard-negative" || f == "ssim-both";
-  });
-  if (full) return steps * 0.004 * (ssim ? 1.7 : 1.0) + epochs * 3.0;
-  const double per_step_images = c.row->siamese ? 100 : 150;
-  const auto it = measured_ips.find(c.row->siamese);
-  const double ips = it != measured_ips.end() ? it->second : 550;
-  const double val_images = 2000 * (c.row->siamese ? 2 : 3) + 320 * 21;
-  return (steps * per_step_images / ips) * (ssim ? 1.7 : 1.0) + epochs * val_images / (3 * ips) + 400 * 21 / (3 * ips);
+// What a cell's metrics.jsonl says so far: the epochs done, and the median training
+// speed (images/s) and validation seconds of those epochs.
+struct CellProgress {
+  int epochs_done = 0;
+  double train_ips = NAN, val_seconds = NAN;
+};
+
+double median(std::vector<double> v) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
 }
 
-std::map<bool, double> measured_speeds(const std::vector<Cell>& cells) {
-  std::map<bool, std::vector<double>> v;
+CellProgress cell_progress(const std::string& dir) {
+  CellProgress p;
+  std::ifstream in(dir + "/metrics.jsonl");
+  std::vector<double> ips, val;
+  for (std::string line; std::getline(in, line);) {
+    Json j;
+    try {
+      j = Json::parse(line);
+    } catch (const std::exception&) {
+      continue;  // a line cut by a stop
+    }
+    if (!j.is_object() || !j.contains("epoch")) continue;
+    p.epochs_done = std::max(p.epochs_done, j["epoch"].get<int>());
+    if (j.contains("images_per_second") && j["images_per_second"].is_number())
+      ips.push_back(j["images_per_second"].get<double>());
+    if (j.contains("val_seconds") && j["val_seconds"].is_number()) val.push_back(j["val_seconds"].get<double>());
+  }
+  p.train_ips = median(ips), p.val_seconds = median(val);
+  return p;
+}
+
+bool ssim_row(const GridRow& r) {
+  return std::any_of(r.flags.begin(), r.flags.end(), [](const std::string& f) {
+    return f == "hard-positive" || f == "semi-hard-negative" || f == "ssim-both";
+  });
+}
+
+// The measured speeds a plan estimates from: the median over this grid's cells (finished
+// or not) of each cell's median epoch, per binary (siamese or triplet) and per kind of
+// sampling (SSIM mining or not).
+struct MeasuredSpeeds {
+  std::map<std::pair<bool, bool>, double> train_ips, val_seconds;  // key: {siamese, ssim}
+};
+
+MeasuredSpeeds measured_speeds(const std::vector<Cell>& cells) {
+  std::map<std::pair<bool, bool>, std::vector<double>> ips, val;
   for (const Cell& c : cells) {
-    const Json s = read_json_file(c.dir + "/summary.json");
-    if (s.is_object() && s.contains("train_images_per_second") && s["train_images_per_second"].is_number())
-      v[c.row->siamese].push_back(s["train_images_per_second"].get<double>());
+    const CellProgress p = cell_progress(c.dir);
+    const std::pair<bool, bool> key{c.row->siamese, ssim_row(*c.row)};
+    if (std::isfinite(p.train_ips)) ips[key].push_back(p.train_ips);
+    if (std::isfinite(p.val_seconds)) val[key].push_back(p.val_seconds);
   }
-  std::map<bool, double> out;
-  for (auto& [k, xs] : v) {
-    std::sort(xs.begin(), xs.end());
-    out[k] = xs[xs.size() / 2];
-  }
-  return out;
+  MeasuredSpeeds m;
+  for (auto& [k, v] : ips) m.train_ips[k] = median(v);
+  for (auto& [k, v] : val) m.val_seconds[k] = median(v);
+  return m;
+}
+
+// Estimated seconds left of a cell: its remaining epochs at the speeds measured by this
+// grid's cells of the same binary and sampling; without such a cell, the other sampling's
+// speed (SSIM mining 1.7x slower, the 2026-11-21 demos), else the scale's bench speed:
+// 1,100 training images/s on 2 cores (BM_Conv4GridStepCpu, 2026-12-02), validation at 3x
+// the training speed per image, plus Lake's 400 trials. Full scale on a GPU: 4 ms a
+// 50-triplet step (issue 31's TF32 target; 37.6 ms measured with the older kernels on an
+// H200, 2026-11-26) and about 3 s a validation.
+double estimate_seconds(const Cell& c, const Options& o, const MeasuredSpeeds& m) {
+  const int epochs = row_epochs(*c.row, *o.scale);
+  const int left = std::max(0, epochs - cell_progress(c.dir).epochs_done);
+  const double steps = double(left) * o.scale->iters;
+  const bool ssim = ssim_row(*c.row);
+  if (o.scale->name == "full") return steps * 0.004 * (ssim ? 1.7 : 1.0) + left * 3.0;
+  const double per_step_images = c.row->siamese ? 100 : 150;
+  const double val_images = double(o.scale->val_triplets) * (c.row->siamese ? 2 : 3) + 320 * 21;
+  const std::pair<bool, bool> key{c.row->siamese, ssim}, other{c.row->siamese, !ssim};
+  double ips = 1100;
+  if (m.train_ips.count(key))
+    ips = m.train_ips.at(key);
+  else if (m.train_ips.count(other))
+    ips = m.train_ips.at(other) * (ssim ? 1 / 1.7 : 1.7);
+  else if (ssim)
+    ips /= 1.7;
+  const double val_s = m.val_seconds.count(key) ? m.val_seconds.at(key) : val_images / (3 * ips);
+  return steps * per_step_images / ips + left * val_s + (left > 0 ? 400 * 21 / (3 * ips) : 0);
 }
 
 // `with_top_ups`: the second pass's cells are in `cells` (the first pass is finished).
 void print_plan(const std::vector<Cell>& cells, const Options& o, bool with_top_ups) {
-  const auto ips = measured_speeds(cells);
+  const MeasuredSpeeds ips = measured_speeds(cells);
   double total = 0;
   std::printf("omniglot_grid plan, scale %s: %s\n\n", o.scale->name.c_str(), o.scale->description.c_str());
   for (const Cell& c : cells) {
     const bool done = fs::exists(c.dir + "/summary.json");
     const double s = done ? 0 : estimate_seconds(c, o, ips);
     total += s;
-    std::printf("%-22s seed %d  %s  %s\n", c.row->id.c_str(), c.seed,
-                done ? "done          " : ("~" + std::to_string(int(s / 60 + 0.5)) + " min").c_str(),
+    const int epochs_done = done ? 0 : cell_progress(c.dir).epochs_done;
+    std::string state = done ? "done" : "~" + std::to_string(int(s / 60 + 0.5)) + " min";
+    if (epochs_done > 0) state += " (" + std::to_string(epochs_done) + " ep done)";
+    std::printf("%-22s seed %d  %-22s %s\n", c.row->id.c_str(), c.seed, state.c_str(),
                 [&] {
                   std::string cmd;
                   for (const auto& a : cell_args(c, o)) cmd += (cmd.empty() ? "" : " ") + a;
@@ -207,7 +263,7 @@ void print_plan(const std::vector<Cell>& cells, const Options& o, bool with_top_
               cells.size(), total / 3600, o.scale->name == "full" ? "GPU" : "machine",
               o.scale->name == "full" ? "4 ms a step, issue 31's TF32 target; x9.4 at 37.6 ms, the 2026-11-26 "
                                         "kernels"
-                                      : "the speed measured by finished cells, else 550 img/s",
+                                      : "the epochs measured by this grid's cells, else the bench's 1,100 img/s",
               o.close_points, o.seeds,
               with_top_ups ? "the first pass is finished: those cells are listed and counted above"
                            : "not counted above: they are known once the first pass is finished");

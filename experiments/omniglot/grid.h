@@ -4,6 +4,8 @@
 // omniglot_siamese, at two scales of one protocol:
 //   full  the paper's: Koch's net on 105x105 images, 50 epochs x 500 iterations x 50
 //         triplets, validation (10,000 triplets, 320 20-way tasks) every epoch; a GPU's job.
+//   paper-length  the cpu scale's model with the paper's length and validation: 50 x 500
+//         x 50 triplets, 10,000 validation triplets; about an hour a row on 2 cores.
 //   cpu   the same training procedure (triplet batches of 50, the row's loss and
 //         sampler, Adam at the paper's rates and decays, validation on the validation
 //         alphabets, Lake's 400 trials once at the end) with what 2 cores need changed:
@@ -50,9 +52,11 @@ struct GridRow {
 };
 
 struct Scale {
-  std::string name;  // "cpu" or "full"
+  std::string name;  // "cpu", "paper-length" or "full"
   std::vector<std::string> triplet_base, siamese_base;  // flags of every cell
   int epochs = 50;   // the scale's counterpart of the paper's 50 epochs
+  int iters = 500;   // training iterations (batches of 50 triplets) an epoch
+  int val_triplets = 10000;  // validation triplets after every epoch
   std::string description;
 };
 
