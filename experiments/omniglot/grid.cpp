@@ -27,7 +27,7 @@ namespace {
 
 struct Options {
   const Scale* scale = nullptr;
-  std::string out, device, data_dir, cache_dir, rows_re;
+  std::string out, device, data_dir, cache_dir, rows_re, compare;
   std::vector<std::string> cell_extra;  // --cell-args, split on spaces
   int seeds = 3, ablation_seeds = 1;
   double close_points = 2.0, time_limit = 0;
@@ -53,6 +53,8 @@ void declare(Flags& f) {
   f.add_double("time-limit", 0, "stop resumably before this many seconds (0: none); exit status 3, the same command "
                "goes on", 0, 1e9);
   f.add_bool("dry-run", false, "print the plan (every cell's command) and its estimated time, run nothing");
+  f.add_string("compare-with", "", "another grid's folder (e.g. experiments/results/omniglot/2026-11-27-cpu-grid): "
+               "results.md puts its claims and Kendall's taus beside this grid's");
   f.add_bool("report-only", false, "only (re)write results.md and the figures from the finished cells");
 }
 
@@ -288,7 +290,7 @@ int run_cells(std::vector<Cell>& cells, const Options& o, const std::chrono::ste
                    "the same command again (finished cells are kept)\n", c.dir.c_str(), rc);
       return rc;
     }
-    write_report(o.out, *o.scale, all, command);  // the report grows cell by cell
+    write_report(o.out, *o.scale, all, command, o.compare);  // the report grows cell by cell
   }
   return kExitOk;
 }
@@ -307,6 +309,7 @@ int parse(int argc, char** argv, Options& o) {
   std::stringstream ss(f.str("cell-args"));
   for (std::string w; ss >> w;) o.cell_extra.push_back(w);
   o.dry_run = f.flag("dry-run"), o.report_only = f.flag("report-only");
+  o.compare = f.str("compare-with");
   return 0;
 }
 
@@ -319,6 +322,8 @@ int run_grid(int argc, char** argv) {
     if (parse(argc, argv, o) < 0) return kExitOk;
     rows = selected_run_rows(o.rows_re);
     check_dir_usable(o.out, "--out-dir");
+    MN_CHECK(o.compare.empty() || fs::is_regular_file(o.compare + "/results.json"), "--compare-with ", o.compare,
+             ": no results.json there; give the folder of another omniglot_grid run (its results.md's folder)");
     if (!o.dry_run && !o.report_only) {  // the data found before any cell runs
       if (!o.data_dir.empty())
         MN_CHECK(is_directory(o.data_dir), "--data-dir: '", o.data_dir, "' is not a folder; give the folder holding "
@@ -355,14 +360,14 @@ int run_grid(int argc, char** argv) {
         if (!more.empty()) rc = run_cells(cells, o, start, cells, command);
       }
       if (rc != kExitOk) {
-        write_report(o.out, *o.scale, cells, command);
+        write_report(o.out, *o.scale, cells, command, o.compare);
         return rc;
       }
     } else {
       std::vector<Cell> more = top_ups(rows, cells, o);
       cells.insert(cells.end(), more.begin(), more.end());
     }
-    write_report(o.out, *o.scale, cells, command);
+    write_report(o.out, *o.scale, cells, command, o.compare);
     std::printf("[grid] wrote %s/results.md\n", o.out.c_str());
     return kExitOk;
   } catch (const std::exception& e) {

@@ -77,14 +77,21 @@ struct Cell {
   std::vector<double> val_curve; // val_one_shot_percent per epoch (metrics.jsonl)
 };
 
-// The report: OUT/results.md, OUT/results.json and OUT/figure{3..7}.png.
-void write_report(const std::string& out, const Scale& scale, std::vector<Cell>& cells, const std::string& command);
+// The report: OUT/results.md, OUT/results.json and OUT/figure{3..7}.png; with
+// `compare_dir` (another grid's folder, e.g. the cpu scale's), the claims and Kendall's
+// taus of both side by side.
+void write_report(const std::string& out, const Scale& scale, std::vector<Cell>& cells, const std::string& command,
+                  const std::string& compare_dir = "");
 // Kendall's tau-b between two rankings of the same items (NaN with fewer than 2 pairs).
 // +1 when a's mean is clearly above b's (by more than the larger sd of the two, and by
 // at least 2 points), -1 when clearly below, 0 otherwise or when either has no value.
 int clear_order(const SampleStats& a, const SampleStats& b);
 
 double kendall_tau(const std::vector<double>& a, const std::vector<double>& b);
+
+// The rows drawn as lines of the paper's Figure N (3-7), one per set of runs: a row and
+// its alias in one figure are one line, named by the alias (the figure's own words).
+std::vector<const GridRow*> figure_lines(int n);
 
 int run_grid(int argc, char** argv);
 

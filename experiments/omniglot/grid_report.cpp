@@ -76,8 +76,11 @@ std::vector<double> row_values(const GridRow& r, const Scale& s, const std::vect
   }
   return v;
 }
+// Lake's trials are scored once per run, with the run's best-validation model: a row
+// reported through a longer run up to an earlier mark (share-joint-15) has no Lake score.
 std::vector<double> lake_values(const GridRow& r, const std::vector<Cell>& cells) {
   std::vector<double> v;
+  if (r.paper_epochs != run_row(r).paper_epochs) return v;
   for (const Cell& c : cells)
     if (c.row->id == run_row(r).id && finished(c)) v.push_back(num(c.summary, {"lake", "accuracy_percent"}));
   return v;
@@ -219,11 +222,19 @@ std::string gp_quote(const std::string& t) {
 // the seeds with a +- sd band. Returns the PNG's name in `out`, or "" with `why` saying
 // why there is none: no row of it has a curve yet, gnuplot is missing, or gnuplot
 // failed (its message).
+// The x axis: the paper's epochs (0-50; Figure 4: 0-15) at a scale of the paper's length;
+// a shorter scale's own epochs, said so in the label. Integer ticks either way.
+std::string x_axis(int n, const Scale& s) {
+  const int last = n == 4 ? row_epochs(row_by_id("share-disjoint-hp-15"), s) : s.epochs;
+  const std::string label = s.epochs == 50 ? "epoch"
+                                           : "epoch at the " + s.name + " scale (" + std::to_string(s.epochs) +
+                                                 " for the paper's 50)";
+  return "set xlabel " + gp_quote(label) + "\nset xrange [0:" + std::to_string(last) + "]\nset xtics " +
+         std::to_string(last <= 15 ? 1 : 5) + "\n";
+}
+
 std::string figure(const std::string& out, int n, const Scale& s, const std::vector<Cell>& cells, std::string& why) {
-  std::vector<const GridRow*> lines;
-  for (const GridRow& r : grid_rows())
-    if (std::find(r.figures.begin(), r.figures.end(), n) != r.figures.end()) lines.push_back(&r);
-  if (n == 4) lines.push_back(&row_by_id("share-joint-15"));  // the full-share line up to the 15-epoch mark
+  const std::vector<const GridRow*> lines = figure_lines(n);
   const std::string png = "figure" + std::to_string(n) + ".png", dat = out + "/figure" + std::to_string(n) + ".dat";
   std::ofstream d(dat);
   std::vector<std::string> plots;
@@ -254,8 +265,8 @@ std::string figure(const std::string& out, int n, const Scale& s, const std::vec
   g << "set terminal pngcairo size 900,560\nset output " << gp_quote(out + "/" + png) << "\n"
     << "set title " << gp_quote("Figure " + std::to_string(n) + " at the " + s.name +
                                 " scale: one-shot validation accuracy (mean, +- sd band)") << "\n"
-    << "set xlabel " << gp_quote("epoch (" + std::to_string(s.epochs) + " at this scale for the paper's 50)")
-    << "\nset ylabel '%'\nset key bottom right\nset grid\nplot ";
+    << x_axis(n, s) << "set ylabel 'one-shot validation accuracy (%)'\nset yrange [0:100]\nset key below\n"
+    << "set grid\nplot ";
   for (size_t i = 0; i < plots.size(); ++i) g << (i ? ", \\\n     " : "") << plots[i];
   g << "\n";
   g.close();
@@ -277,7 +288,7 @@ std::string figure(const std::string& out, int n, const Scale& s, const std::vec
   return png;
 }
 
-std::string tables_markdown(const Scale& s, const std::vector<Cell>& cells, Json& rj) {
+std::string tables_markdown(const Scale& s, const std::vector<Cell>& cells, Json& rj, ReproCount& all) {
   std::ostringstream o;
   for (const std::string& g : groups()) {
     o << "### " << g << "\n\n| row | paper val % | ours val % (mean ± sd, n) | ours − paper | verdict | Lake's 400 % | "
@@ -296,6 +307,7 @@ std::string tables_markdown(const Scale& s, const std::vector<Cell>& cells, Json
       o << "\n";
       if (r.paper_val >= 0 && v.n) paper.push_back(r.paper_val), ours.push_back(v.mean);
       count.add(compare_with_paper(r.paper_val, v, 2.0));
+      all.add(compare_with_paper(r.paper_val, v, 2.0));
       Json jr;
       jr["group"] = g, jr["label"] = r.label, jr["paper_val"] = r.paper_val, jr["ours_val_mean"] = v.mean;
       jr["ours_val_sd"] = v.sd, jr["n"] = v.n, jr["lake_mean"] = l.mean, jr["verdict"] = verdict(r.paper_val, v);
@@ -306,6 +318,52 @@ std::string tables_markdown(const Scale& s, const std::vector<Cell>& cells, Json
       << "; against the paper's values: " << count.line() << "\n\n";
     rj["kendall_tau"][g] = tau;
   }
+  return o.str();
+}
+
+// What the paper's absolute numbers mean at the scale.
+std::string scale_reading(const Scale& s) {
+  if (s.name == "full") return "This is the paper's protocol: its numbers are the targets.";
+  if (s.name == "paper-length")
+    return "This scale trains for the paper's length (1.25 M triplets) with the paper's procedure, on a smaller net "
+           "(conv4 on 28x28 with a 128-d sigmoid head, ~0.12 M parameters, against Koch's ~39 M on 105x105): the "
+           "paper's numbers are compared as they are, and the rankings (Kendall's τ) and the claims say whether its "
+           "findings hold for a converged model of another size.";
+  return "At the CPU scale the paper's absolute numbers are not targets (a smaller net trained on 4.8 % of its "
+         "triplets): read the rankings (Kendall's τ) and the claims.";
+}
+
+// The claims and the rankings beside another grid's (its results.json): which findings
+// change with the training length.
+std::string two_lengths_markdown(const std::string& other_dir, const Scale& s, Json& rj) {
+  const Json other = read_json_file(other_dir + "/results.json");
+  MN_CHECK(other.is_object() && other.contains("claims"), "--compare-with ", other_dir,
+           ": no results.json with claims there (give another omniglot_grid folder)");
+  const std::string them = other.value("scale", std::string("other"));
+  std::ostringstream o;
+  o << "\n## The claims at two lengths\n\nThe same claims judged by the same rule on the `" << them << "` grid (`"
+    << other_dir << "`) and on this one (`" << s.name << "`).\n\n| claim | " << them << " | " << s.name
+    << " | changed |\n|---|---|---|---|\n";
+  for (const auto& [text, result] : rj["claims"].items()) {
+    const std::string mine = result.get<std::string>();
+    const std::string theirs = other["claims"].contains(text) ? other["claims"][text].get<std::string>() : "–";
+    const bool comparable = mine != "not run" && theirs != "not run" && theirs != "–";
+    o << "| " << text << " | " << theirs << " | " << mine << " | "
+      << (!comparable ? "–" : mine == theirs ? "no" : "**yes**") << " |\n";
+  }
+  o << "\n| table | Kendall's τ, " << them << " | Kendall's τ, " << s.name << " |\n|---|---:|---:|\n";
+  for (const auto& [group, tau] : rj["kendall_tau"].items()) {
+    const double t2 = other.contains("kendall_tau") && other["kendall_tau"].contains(group) &&
+                              other["kendall_tau"][group].is_number()
+                          ? other["kendall_tau"][group].get<double>()
+                          : NAN;
+    o << "| " << group << " | " << fmt(t2) << " | " << fmt(tau.is_number() ? tau.get<double>() : NAN) << " |\n";
+  }
+  if (other.contains("verdicts"))
+    o << "\nRows within / above / below the paper: " << them << " " << other["verdicts"].value("within", 0) << " / "
+      << other["verdicts"].value("above", 0) << " / " << other["verdicts"].value("below", 0) << "; " << s.name << " "
+      << rj["verdicts"].value("within", 0) << " / " << rj["verdicts"].value("above", 0) << " / "
+      << rj["verdicts"].value("below", 0) << ".\n";
   return o.str();
 }
 
@@ -330,6 +388,21 @@ std::string cells_markdown(const std::vector<Cell>& cells) {
 
 }  // namespace
 
+// The rows drawn in Figure N, one per set of runs: a row and its alias in the same figure
+// (t1-kumar and share-full in Figure 3) are one line, named by the alias -- the figure's
+// own words for it ("Full share", "Random", "Default").
+std::vector<const GridRow*> figure_lines(int n) {
+  std::vector<const GridRow*> lines;
+  for (const GridRow& r : grid_rows()) {
+    if (std::find(r.figures.begin(), r.figures.end(), n) == r.figures.end()) continue;
+    auto same = std::find_if(lines.begin(), lines.end(), [&](const GridRow* l) { return run_row(*l).id == run_row(r).id; });
+    if (same == lines.end()) lines.push_back(&r);
+    else if (!r.alias.empty()) *same = &r;
+  }
+  if (n == 4) lines.push_back(&row_by_id("share-joint-15"));  // the full-share line up to the 15-epoch mark
+  return lines;
+}
+
 double kendall_tau(const std::vector<double>& a, const std::vector<double>& b) {
   const size_t n = std::min(a.size(), b.size());
   double conc = 0, disc = 0, ta = 0, tb = 0;
@@ -346,7 +419,8 @@ double kendall_tau(const std::vector<double>& a, const std::vector<double>& b) {
   return denom > 0 ? (conc - disc) / denom : NAN;
 }
 
-void write_report(const std::string& out, const Scale& s, std::vector<Cell>& cells, const std::string& command) {
+void write_report(const std::string& out, const Scale& s, std::vector<Cell>& cells, const std::string& command,
+                  const std::string& compare_dir) {
   for (Cell& c : cells) load(c);
   Json rj;
   rj["scale"] = s.name;
@@ -359,8 +433,7 @@ void write_report(const std::string& out, const Scale& s, std::vector<Cell>& cel
      << "Values are the best one-shot validation accuracy over the run's epochs (320 20-way tasks of the validation "
         "alphabets, as the paper's tables), mean ± sd over seeds; Lake's 400 within-alphabet trials are scored once "
         "per run with the best-validation model. The verdict counts both ways: within the paper's value ± our sd "
-        "(± 2 points with one seed), else above or below. At the CPU scale the paper's absolute numbers are not targets (a smaller net "
-        "trained on 4.8 % of its triplets): read the rankings (Kendall's τ) and the claims.\n\n"
+        "(± 2 points with one seed), else above or below. " << scale_reading(s) << "\n\n"
      << "Kumar's loss is Kumar et al.'s 1 − d(a,n)/(d(a,p)+m); the paper prints it with d(a,p) and d(a,n) swapped, "
         "which rewards wrongly ordered triplets and cannot give its own 74.38 % (`kernels/losses.h`).\n\n";
   const std::string notes = out + "/notes.md";
@@ -368,7 +441,11 @@ void write_report(const std::string& out, const Scale& s, std::vector<Cell>& cel
     std::ifstream in(notes);
     md << in.rdbuf() << "\n\n";
   }
-  md << "## Tables and ablations\n\n" << tables_markdown(s, cells, rj);
+  ReproCount all;
+  const std::string tables = tables_markdown(s, cells, rj, all);
+  md << "## Tables and ablations\n\nEvery row with a paper number and a finished run, counted both ways: " << all.line()
+     << ".\n\n" << tables;
+  rj["verdicts"] = {{"within", all.within}, {"above", all.above}, {"below", all.below}};
   md << "## The paper's claims at this scale\n\nA claim holds when every ordering it states is clear: the means differ by more "
         "than the larger sd of the two rows and by at least 2 points; \"within the spread\" when none goes the other "
         "way clearly but some are not clear; \"fails\" when one goes clearly the other way.\n\n"
@@ -377,6 +454,7 @@ void write_report(const std::string& out, const Scale& s, std::vector<Cell>& cel
     md << "| " << c.text << " | " << c.result << " | " << c.numbers << " |\n";
     rj["claims"][c.text] = c.result;
   }
+  if (!compare_dir.empty()) md << two_lengths_markdown(compare_dir, s, rj);
   md << "\n## Figures\n\n";
   for (int n = 3; n <= 7; ++n) {
     std::string why;

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <string>
 #include <vector>
@@ -42,7 +43,7 @@ std::set<std::string> differing_keys(const std::map<std::string, std::string>& a
 }
 
 TEST(OmniglotGrid, EveryRowsFlagsParseAndDifferOnlyWhereThePapersRowDiffers) {
-  for (const char* scale : {"cpu", "full"}) {
+  for (const char* scale : {"cpu", "paper-length", "full"}) {
     const Scale& s = scale_by_name(scale);
     const auto triplet_default = config_of(row_by_id("t1-kumar"), s);
     std::set<std::string> ids;
@@ -69,6 +70,16 @@ TEST(OmniglotGrid, EveryRowsFlagsParseAndDifferOnlyWhereThePapersRowDiffers) {
       EXPECT_EQ(cfg.at("epochs"), std::to_string(row_epochs(r, s)));
       if (std::string(scale) == "cpu") {
         EXPECT_EQ(cfg.at("trunk"), "conv4");
+        EXPECT_EQ(cfg.at("iters"), "120");
+      }
+      if (std::string(scale) == "paper-length") {  // the cpu scale's model, the paper's length
+        EXPECT_EQ(cfg.at("trunk"), "conv4");
+        EXPECT_EQ(cfg.at("image-size"), "28");
+        EXPECT_EQ(cfg.at("iters"), "500");
+        EXPECT_EQ(cfg.at("batch"), "50");
+        EXPECT_EQ(cfg.at("val-triplets"), "10000");
+        EXPECT_EQ(cfg.at("val-tasks"), "320");
+        EXPECT_EQ(cfg.at("epochs"), r.paper_epochs == 15 ? "15" : "50");
       }
       if (std::string(scale) == "full") {
         EXPECT_EQ(cfg.at("trunk"), "koch");
@@ -78,6 +89,25 @@ TEST(OmniglotGrid, EveryRowsFlagsParseAndDifferOnlyWhereThePapersRowDiffers) {
     }
   }
   EXPECT_THROW(scale_by_name("medium"), mn::Error);
+}
+
+// One line per set of runs in each figure, named by the figure's own row (the alias).
+TEST(OmniglotGrid, FigureLinesAreOnePerRunNamedByTheFigure) {
+  auto ids = [](int n) {
+    std::vector<std::string> v;
+    for (const GridRow* r : figure_lines(n)) v.push_back(r->id);
+    return v;
+  };
+  EXPECT_EQ(ids(3), (std::vector<std::string>{"share-full", "share-disjoint"}));
+  EXPECT_EQ(ids(5), (std::vector<std::string>{"samp-hard-positive", "samp-random", "samp-hard-negative"}));
+  EXPECT_EQ(ids(7).front(), "norm-default");
+  for (int n = 3; n <= 7; ++n) {
+    std::set<std::string> runs;
+    for (const GridRow* r : figure_lines(n)) {
+      if (r->id == "share-joint-15") continue;  // Figure 4's full-share line up to its 15-epoch mark
+      EXPECT_TRUE(runs.insert(run_row(*r).id).second) << "Figure " << n << " draws " << run_row(*r).id << " twice";
+    }
+  }
 }
 
 TEST(OmniglotGrid, KendallTauOnHandMadeRankings) {
@@ -153,6 +183,36 @@ TEST(OmniglotGrid, TinyGridStopsResumesSkipsAndReports) {
   EXPECT_NE(md.find("omniglot_triplet --preset full --trunk conv4"), std::string::npos) << "each cell's command";
   EXPECT_NE(kumar_summary.find("\"provenance\""), std::string::npos);
   EXPECT_NE(read_text(out / "results.json").find("\"t1-kumar\""), std::string::npos);
+  EXPECT_NE(md.find("counted both ways: "), std::string::npos) << md;
+  // share-joint-15 is t1-kumar's runs up to the 15-epoch mark: its best-validation model is
+  // not the run's, so it has no Lake score; share-full (the whole run) shows the run's.
+  // (The synthetic data have no Lake trials: the cell's summary is given a score here.)
+  {
+    Json summary = read_json_file(out / "t1-kumar/seed1/summary.json");
+    summary["lake"]["accuracy_percent"] = 61.25;
+    std::ofstream(out / "t1-kumar/seed1/summary.json") << summary.dump(2);
+  }
+  // --compare-with another grid (here itself): the claims side by side, none changed.
+  std::vector<std::string> cmp = with("");
+  cmp.insert(cmp.end(), {"--report-only", "--compare-with", out.str()});
+  EXPECT_EQ(run_grid_args(cmp), kExitOk);
+  const std::string md2 = read_text(out / "results.md");
+  EXPECT_NE(md2.find("## The claims at two lengths"), std::string::npos) << md2;
+  EXPECT_EQ(md2.find("| **yes** |"), std::string::npos) << md2;
+  int lake_rows = 0;
+  for (const std::string& line : read_lines(out / "results.md")) {
+    if (line.find("`share-joint-15`") != std::string::npos) {
+      const std::string none = " | – |";  // no Lake score: the table's last column is empty
+      EXPECT_EQ(line.substr(line.size() - std::min(line.size(), none.size())), none) << line;
+    }
+    if (line.find("`share-full`") != std::string::npos) {
+      EXPECT_NE(line.find("| 61.25 (n=1) |"), std::string::npos) << line;
+      ++lake_rows;
+    }
+  }
+  EXPECT_EQ(lake_rows, 1);
+  cmp.back() = out.str() + "/no-such-grid";
+  EXPECT_EQ(run_grid_args(cmp), kExitUsage);
   // Figures 3-7 each have Kumar's curve: drawn where gnuplot is (a linked PNG of
   // some size; a script error once left empty files behind), else "gnuplot missing".
   const bool gnuplot = std::system("command -v gnuplot >/dev/null 2>&1") == 0;
