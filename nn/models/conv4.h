@@ -12,6 +12,8 @@
 // are the Koch branch's options (koch_branch.h) in the same places, so the
 // Omniglot study's ablations have the same meaning on this trunk (its CPU scale);
 // by default (ReLU, conv batch-norm, nothing else) it is the literature's conv4.
+// With ReLU the pooling runs before the activation (the same values and gradients,
+// on a quarter of the elements: conv4.cpp).
 //
 // Parameter names: block{1..B}.conv.{weight,bias}, block{1..B}.bn.{weight,bias,
 // running_mean,running_var}, block{1..B}.pool_bn.* and dense.{weight,bias}. Weights

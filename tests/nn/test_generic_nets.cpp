@@ -261,6 +261,35 @@ TEST(Conv4Trunk, ShapesNamesAndErrors) {
             std::string::npos);
 }
 
+// Conv4 pools before its ReLU: relu(max_pool(x)) must equal max_pool(relu(x)) bit for bit,
+// values and input gradients, with windows whose maximum is negative, zero, or tied.
+TEST(Conv4Trunk, ReluAfterMaxPoolIsExactlyReluBeforeIt) {
+  for (DType dt : {DType::F32, DType::F64}) {
+    Tensor x = test::randn({3, 4, 10, 10}, dt, Device::cpu(), 5);
+    std::vector<double> v = x.to_double_vector();
+    for (size_t i = 0; i < v.size(); i += 7) v[i] = 0.0;                 // zeros, some windows all <= 0
+    for (size_t i = 0; i + 1 < v.size(); i += 11) v[i + 1] = v[i];       // ties inside windows
+    for (size_t i = 0; i + 20 < v.size(); i += 40) v[i] = v[i + 1] = v[i + 10] = v[i + 11] = -0.5;
+    x = Tensor::from_vector(v, x.shape()).to(dt);
+    const Tensor gy = test::randn({3, 4, 5, 5}, dt, Device::cpu(), 6);
+    kernels::Pool2dParams p;
+    auto run = [&](bool pool_first, Tensor& gx) {
+      Variable in(x.clone(), true);
+      Variable y = pool_first ? ag::relu(ag::max_pool2d(in, p)) : ag::max_pool2d(ag::relu(in), p);
+      ag::sum(ag::mul(y, Variable(gy))).backward();
+      gx = in.grad();
+      return y.data();
+    };
+    Tensor g1, g2;
+    const Tensor y1 = run(true, g1), y2 = run(false, g2);
+    EXPECT_EQ(y1.to_double_vector(), y2.to_double_vector());
+    EXPECT_EQ(g1.to_double_vector(), g2.to_double_vector());
+    size_t nonzero = 0;
+    for (double g : g1.to_double_vector()) nonzero += g != 0;
+    EXPECT_GT(nonzero, 50u);  // the gradients are not trivially zero
+  }
+}
+
 TEST(Conv4Trunk, GradcheckTinyThroughTripletNet) {
   Generator g(21);
   Conv4Options o;
