@@ -3,12 +3,16 @@
 // for the pixel convention.
 #define STB_IMAGE_IMPLEMENTATION
 #define STBI_ONLY_PNG
-// PNG only: our own parser reads PGM (P2/P5), and no study reads another format.
-// The other loaders of Debian's stb_image failed under fuzz/fuzz_png (2026-11-26,
-// inputs kept in fuzz/corpus/png): the PNM loader read past its buffer on a 16-bit
-// colour PPM asked for one channel (ASan), the JPEG loader wrote past a Huffman
-// table when a DHT segment's counts sum to more than 256 (UBSan). Anything that is
-// neither PNG nor PGM is refused by name before stb_image sees it.
+#define STBI_ONLY_JPEG
+#define STBI_ONLY_BMP
+// PNG for the studies; JPEG and BMP only for a user's image folder (decode_image,
+// data/image_folder.h). Our own parser reads PGM (P2/P5). Other loaders of Debian's
+// stb_image failed under fuzz/fuzz_png (2026-11-26, inputs kept in fuzz/corpus/png):
+// the PNM loader read past its buffer on a 16-bit colour PPM asked for one channel
+// (ASan; PNM stays off), the JPEG loader wrote past a Huffman table when a DHT
+// segment's counts sum to more than 256 (UBSan): check_jpeg_segments() refuses such
+// a file before stb_image sees it. decode_gray_image() (the studies' reader) still
+// refuses anything that is neither PNG nor PGM by name.
 // stb_image calls memcpy(NULL, src, 0) for a PNG whose first IDAT chunk is
 // empty (legal PNG; found by fuzz/fuzz_png under UBSan: a null argument to
 // memcpy is undefined behaviour even for 0 bytes). Debian's stb_image.h is not
@@ -28,6 +32,7 @@ inline void* mn_stb_memcpy(void* dst, const void* src, size_t n) {
 #undef memcpy
 
 #include "data/image_io.h"
+#include "data/image_folder.h"
 #include "data/file_io.h"
 
 #include <zlib.h>
@@ -187,6 +192,83 @@ GrayImage decode_gray_image(const uint8_t* bytes, size_t n, const std::string& n
   img.pixels.assign(px, px + static_cast<size_t>(w) * static_cast<size_t>(h));
   stbi_image_free(px);
   return img;
+}
+
+namespace {
+bool is_jpeg(const uint8_t* b, size_t n) { return n >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF; }
+bool is_bmp(const uint8_t* b, size_t n) { return n >= 2 && b[0] == 'B' && b[1] == 'M'; }
+
+// Walks a JPEG's marker segments up to the start of the scan and checks every Huffman
+// table (DHT): its 16 code counts must sum to at most 256 symbols, all inside the
+// segment (Debian's stb_image writes past its table otherwise; see the top).
+void check_jpeg_segments(const uint8_t* b, size_t n, const std::string& name) {
+  size_t off = 2;
+  while (off + 4 <= n) {
+    MN_DATA_CHECK(b[off] == 0xFF, "decode_image: '", name, "': corrupt JPEG (no marker at byte ", off, ")");
+    const uint8_t marker = b[off + 1];
+    if (marker == 0xFF) {  // fill byte
+      ++off;
+      continue;
+    }
+    if (marker == 0xD8 || (marker >= 0xD0 && marker <= 0xD7) || marker == 0x01) {  // no length
+      off += 2;
+      continue;
+    }
+    if (marker == 0xD9 || marker == 0xDA) return;  // end of image / start of scan
+    const size_t len = (size_t(b[off + 2]) << 8) | b[off + 3];
+    MN_DATA_CHECK(len >= 2 && off + 2 + len <= n, "decode_image: '", name, "': corrupt or truncated JPEG (segment ",
+                  int(marker), " at byte ", off, " declares ", len, " bytes)");
+    if (marker == 0xC4) {
+      size_t p = off + 4;
+      const size_t end = off + 2 + len;
+      while (p < end) {
+        MN_DATA_CHECK(p + 17 <= end, "decode_image: '", name, "': corrupt JPEG (a Huffman table is cut short)");
+        size_t symbols = 0;
+        for (int i = 1; i <= 16; ++i) symbols += b[p + i];
+        MN_DATA_CHECK(symbols <= 256 && p + 17 + symbols <= end, "decode_image: '", name,
+                      "': corrupt JPEG (a Huffman table declares ", symbols, " symbols; at most 256 fit)");
+        p += 17 + symbols;
+      }
+    }
+    off += 2 + len;
+  }
+}
+}  // namespace
+
+DecodedImage decode_image(const uint8_t* bytes, size_t n, int channels, const std::string& name) {
+  MN_DATA_CHECK(channels == 1 || channels == 3, "decode_image: '", name, "': channels must be 1 or 3, not ", channels);
+  MN_DATA_CHECK(n > 0, "decode_image: '", name, "' is empty (0 bytes): replace it with the image or remove it");
+  DecodedImage out;
+  if (is_pgm(bytes, n)) {
+    GrayImage g = decode_pgm(bytes, n, name);
+    out.height = g.height, out.width = g.width, out.channels = channels;
+    out.pixels.resize(g.pixels.size() * size_t(channels));
+    for (size_t i = 0; i < g.pixels.size(); ++i)
+      for (int c = 0; c < channels; ++c) out.pixels[i * size_t(channels) + size_t(c)] = g.pixels[i];
+    return out;
+  }
+  MN_DATA_CHECK(n <= static_cast<size_t>(INT32_MAX), "decode_image: '", name,
+                "' is larger than 2 GiB: not an image this library reads");
+  const bool png = is_png(bytes, n), jpeg = is_jpeg(bytes, n), bmp = is_bmp(bytes, n);
+  MN_DATA_CHECK(png || jpeg || bmp, "decode_image: '", name,
+                "' is not a PNG, JPEG, BMP or PGM image (by its first bytes): convert it or remove it");
+  if (png) check_png_chunks(bytes, n, name);
+  if (jpeg) check_jpeg_segments(bytes, n, name);
+  int w = 0, h = 0, comp = 0;
+  if (stbi_info_from_memory(bytes, static_cast<int>(n), &w, &h, &comp) == 1) {
+    MN_DATA_CHECK(static_cast<int64_t>(w) * h <= kMaxImagePixels, "decode_image: '", name, "': ", w, "x", h,
+                  " pixels is more than the ", kMaxImagePixels, " this reader accepts (corrupt header, or resize the "
+                  "image)");
+  }
+  stbi_uc* px = stbi_load_from_memory(bytes, static_cast<int>(n), &w, &h, &comp, channels);
+  if (px == nullptr) {
+    MN_THROW("decode_image: '", name, "': corrupt or truncated image (stb_image: ",
+             stbi_failure_reason() ? stbi_failure_reason() : "unknown", ")");
+  }
+  out.height = h, out.width = w, out.channels = channels;
+  out.pixels.assign(px, px + size_t(w) * size_t(h) * size_t(channels));
+  stbi_image_free(px);
+  return out;
 }
 
 GrayImage read_gray_image(const std::string& path) {
