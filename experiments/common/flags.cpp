@@ -14,6 +14,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <set>
 #include <sstream>
 
 #include "experiments/common/json.h"
@@ -191,8 +192,8 @@ void Flags::load_config_text(const std::string& text, const std::string& path) {
 bool Flags::parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--help" || a == "-h") {
-      std::cout << help();
+    if (a == "--help" || a == "-h" || a == "--help-all") {
+      std::cout << help(a == "--help-all");
       return false;
     }
   }
@@ -286,30 +287,64 @@ void Flags::validate_ranges() const {
   }
 }
 
-std::string Flags::help() const {
+std::string Flags::flag_line(const std::string& k) const {
   std::ostringstream os;
-  os << "usage: " << program_ << " [--flag value ...] [--config FILE]\n" << description_ << "\n\nflags:\n";
-  for (const auto& k : keys()) {
-    const Entry& e = entries_.at(k);
-    std::string head = "  --" + k;
-    if (e.kind != Kind::Bool) head += " " + std::string(e.kind == Kind::Int ? "N" : e.kind == Kind::Double ? "X" : "S");
-    else head += " | --no-" + k;
-    os << head << std::string(head.size() < 30 ? 30 - head.size() : 1, ' ') << e.help;
-    if (!e.choices.empty()) {
-      os << " (one of: ";
-      for (size_t i = 0; i < e.choices.size(); ++i) os << (i ? "|" : "") << e.choices[i];
-      os << ")";
-    }
-    if (e.kind == Kind::Int && (e.ilo != std::numeric_limits<int64_t>::min() || e.ihi != std::numeric_limits<int64_t>::max()))
-      os << " (" << (e.ihi == std::numeric_limits<int64_t>::max() ? ">= " + std::to_string(e.ilo)
-                     : std::to_string(e.ilo) + ".." + std::to_string(e.ihi)) << ")";
-    if (e.kind == Kind::Double && (e.dlo != -std::numeric_limits<double>::max() || e.dhi != std::numeric_limits<double>::max()))
-      os << " (" << (e.dhi == std::numeric_limits<double>::max() ? ">= " + double_text(e.dlo)
-                     : double_text(e.dlo) + ".." + double_text(e.dhi)) << ")";
-    os << " [default: " << (e.def.empty() ? "\"\"" : e.def) << "]\n";
+  const Entry& e = entries_.at(k);
+  std::string head = "  --" + k;
+  if (e.kind != Kind::Bool) head += " " + std::string(e.kind == Kind::Int ? "N" : e.kind == Kind::Double ? "X" : "S");
+  else head += " | --no-" + k;
+  os << head << std::string(head.size() < 30 ? 30 - head.size() : 1, ' ') << e.help;
+  if (!e.choices.empty()) {
+    os << " (one of: ";
+    for (size_t i = 0; i < e.choices.size(); ++i) os << (i ? "|" : "") << e.choices[i];
+    os << ")";
   }
-  os << "  --config FILE                 read `key = value` lines (same keys, '#' comments) before the command line\n"
-     << "  --help                        this text\n";
+  if (e.kind == Kind::Int && (e.ilo != std::numeric_limits<int64_t>::min() || e.ihi != std::numeric_limits<int64_t>::max()))
+    os << " (" << (e.ihi == std::numeric_limits<int64_t>::max() ? ">= " + std::to_string(e.ilo)
+                   : std::to_string(e.ilo) + ".." + std::to_string(e.ihi)) << ")";
+  if (e.kind == Kind::Double && (e.dlo != -std::numeric_limits<double>::max() || e.dhi != std::numeric_limits<double>::max()))
+    os << " (" << (e.dhi == std::numeric_limits<double>::max() ? ">= " + double_text(e.dlo)
+                   : double_text(e.dlo) + ".." + double_text(e.dhi)) << ")";
+  os << " [default: " << (e.def.empty() ? "\"\"" : e.def) << "]\n";
+  return os.str();
+}
+
+std::string Flags::help(bool all) const {
+  std::ostringstream os;
+  os << "usage: " << program_ << " [--flag value ...] [--config FILE]\n" << description_ << "\n";
+  const std::string tail = "  --config FILE                 read `key = value` lines (same keys, '#' comments) before "
+                           "the command line\n  --help                        this text\n";
+  if (groups_.empty()) {
+    os << "\nflags:\n";
+    for (const auto& k : keys()) os << flag_line(k);
+    return os.str() + tail + "  --help-all                    the same\n";
+  }
+  std::set<std::string> listed;
+  std::vector<std::string> hidden;
+  for (const HelpGroup& g : groups_) {
+    std::string lines;
+    for (const std::string& k : g.keys)
+      if (entries_.count(k) && listed.insert(k).second) lines += flag_line(k);
+    if (lines.empty()) continue;
+    if (!all && !g.in_short_help) {
+      hidden.push_back(g.title);
+      continue;
+    }
+    os << "\n" << g.title << ":\n" << lines;
+  }
+  std::string rest;
+  for (const auto& k : keys())
+    if (!listed.count(k)) rest += flag_line(k);
+  if (!rest.empty()) {
+    if (all) os << "\nother flags:\n" << rest;
+    else hidden.push_back("other flags");
+  }
+  os << "\n" << tail;
+  if (!hidden.empty()) {
+    os << "  --help-all                    also ";
+    for (size_t i = 0; i < hidden.size(); ++i) os << (i ? (i + 1 == hidden.size() ? " and " : ", ") : "") << hidden[i];
+    os << "\n";
+  }
   return os.str();
 }
 

@@ -73,10 +73,20 @@ class Flags {
   std::string text(const std::string& key) const;
   std::vector<std::string> keys() const;  // in declaration order
 
+  // --help in sections: each group's flags under its title, in the group's order;
+  // groups with in_short_help false (and flags in no group) only under --help-all.
+  // Keys a binary does not declare are skipped (one list can serve two binaries).
+  struct HelpGroup {
+    std::string title;
+    bool in_short_help = true;
+    std::vector<std::string> keys;
+  };
+  void set_help_groups(std::vector<HelpGroup> groups) { groups_ = std::move(groups); }
+
   // Throws naming the first flag outside its declared range.
   void validate_ranges() const;
 
-  std::string help() const;
+  std::string help(bool all = false) const;
   // All values as a JSON object (numbers and booleans typed), in key order.
   std::string to_json() const;
   // `key = value` lines that load_config reads back (values with '#', quotes,
@@ -97,6 +107,8 @@ class Flags {
   const Entry& get(const std::string& key, Kind kind) const;
   std::string program_, description_;
   std::map<std::string, Entry> entries_;
+  std::vector<HelpGroup> groups_;
+  std::string flag_line(const std::string& key) const;
 };
 
 // Writes `text` to `path` atomically: a temporary file in the same folder,

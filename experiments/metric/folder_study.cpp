@@ -149,6 +149,15 @@ void MetricFolderStudy::declare_flags(Flags& f) {
   f.add_string("select", "map_at_r", "the validation score that picks best.safetensors",
                {"map_at_r", "recall_at_1", "one_shot_percent"});
   f.add_int("eval-batch", 256, "images embedded at a time in evaluation", 1, 1000000);
+  f.set_help_groups({
+      {"data", true, {"data-dir", "train-dir", "val-dir", "test-dir", "val-classes", "test-classes", "split-seed",
+                      "channels", "image-size", "invert", "cache-dir"}},
+      {"model", true, {"trunk", "embedding", "width", "hidden"}},
+      {"objective", true, {"loss", "miner", "margin", "distance"}},
+      {"training", true, {"epochs", "iters", "classes-per-batch", "per-class", "optimizer", "lr", "weight-decay",
+                          "device", "seed", "out-dir", "resume", "time-limit"}},
+      {"evaluation", true, {"recall-k", "one-shot-way", "one-shot-tasks", "select", "eval-batch", "evaluate", "export-weights"}},
+  });
 }
 
 void MetricFolderStudy::check_flags(const Flags& f, bool evaluating) const {
