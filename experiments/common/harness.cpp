@@ -36,7 +36,8 @@ const std::vector<std::string> kResumeMayChange = {"epochs",   "time-limit", "st
 
 namespace {
 // Flags of one invocation: never restored from a checkpoint.
-const char* kPerInvocation[] = {"time-limit", "stop-after", "device", "out-dir", "resume", "evaluate"};
+const char* kPerInvocation[] = {"time-limit", "stop-after", "device",        "out-dir",
+                                 "resume",     "evaluate",   "export-weights"};
 
 bool is_per_invocation(const std::string& k) {
   return std::find(std::begin(kPerInvocation), std::end(kPerInvocation), k) != std::end(kPerInvocation);
@@ -70,6 +71,10 @@ void declare_harness_flags(Flags& f, const Study& st) {
               "to the host; 0: every step on the CPU, every 50 on a GPU, where each read waits for the device",
               0, 1000000);
   if (st.can_evaluate()) f.add_string("evaluate", "", "only evaluate this checkpoint (written by this study)");
+  if (st.can_evaluate())
+    f.add_string("export-weights", "", "with --evaluate CKPT: write CKPT's model parameters and buffers (same names, "
+                 "no optimizer state; metadata study and config kept) to this *.safetensors file and exit, running "
+                 "nothing else (docs/checkpoints.md; tools/load_in_torch.py loads either file in PyTorch)");
   f.add_string("precision", "auto",
                "products of the convolutions and dense layers: auto (tf32 on a GPU, fp32 on the CPU; MN_PRECISION "
                "in the environment sets it for GPU runs), fp32, tf32 (GPU tensor cores, inputs rounded to a 10-bit "
@@ -237,6 +242,44 @@ int evaluate_only(Study& st, Context& ctx) {
   const std::string text = st.final_test(out);
   write_file_atomic(ctx.out_path("evaluation.json"), out.dump() + "\n");
   std::printf("%s", text.c_str());
+  return kExitOk;
+}
+
+// --evaluate CKPT --export-weights OUT: CKPT's model tensors (every tensor but the
+// optimizer's "optim.*" state, nn/checkpoint.h), its format, study and configuration
+// into OUT. Nothing is built or loaded but the file: no device, no data.
+int export_weights(const std::string& ckpt, const std::string& out) {
+  const std::string suffix = ".safetensors";
+  if (out.size() <= suffix.size() || out.compare(out.size() - suffix.size(), suffix.size(), suffix) != 0)
+    throw UsageError("--export-weights '" + out + "': name the file *.safetensors");
+  struct stat a, b;
+  if (::stat(ckpt.c_str(), &a) == 0 && ::stat(out.c_str(), &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+    throw UsageError("--export-weights '" + out + "' is the checkpoint given to --evaluate: write the weights to "
+                     "another file");
+  nn::SafetensorsFile in;
+  try {
+    in = nn::read_safetensors(ckpt);
+  } catch (const Error& e) {
+    MN_THROW("--evaluate '", ckpt, "': ", e.message());
+  }
+  nn::NamedTensors keep;
+  size_t dropped = 0;
+  for (const auto& [name, t] : in.tensors) {
+    if (name.rfind("optim.", 0) == 0) ++dropped;
+    else keep.emplace_back(name, t);
+  }
+  MN_CHECK(!keep.empty(), "--evaluate '", ckpt, "' holds no model tensors (", dropped, " optimizer tensors only)");
+  nn::Metadata md{{"study", md_string(in.metadata, "study", ckpt)},
+                  {"config", md_string(in.metadata, "config", ckpt)},
+                  {"weights_only", "true"}};
+  if (auto it = in.metadata.find("format"); it != in.metadata.end()) md["format"] = it->second;
+  try {
+    nn::write_safetensors(out, keep, md);
+  } catch (const Error& e) {
+    MN_THROW("--export-weights '", out, "': ", e.message());
+  }
+  std::printf("exported %zu model tensors of %s to %s (%zu optimizer tensors left out)\n", keep.size(), ckpt.c_str(),
+              out.c_str(), dropped);
   return kExitOk;
 }
 
@@ -420,6 +463,8 @@ int run_study(std::unique_ptr<Study> study, int argc, char** argv) {
       if (!f.parse(argc, argv)) return kExitOk;
       join_world(st, prog);
       const bool evaluating = st.can_evaluate() && !f.str("evaluate").empty();
+      if (st.can_evaluate() && !f.str("export-weights").empty() && !evaluating)
+        throw UsageError("--export-weights needs --evaluate CKPT: the checkpoint whose weights it writes");
       if (f.flag("resume")) {
         if (evaluating) throw UsageError("--resume and --evaluate exclude each other");
         const std::string ckpt = f.str("out-dir") + "/last.safetensors";
@@ -434,6 +479,10 @@ int run_study(std::unique_ptr<Study> study, int argc, char** argv) {
       throw UsageError(e);
     }
     const bool evaluating = st.can_evaluate() && !f.str("evaluate").empty();
+    if (evaluating && !f.str("export-weights").empty()) {
+      if (g_world_ready && world().rank() != 0) return kExitOk;  // one file, from rank 0
+      return export_weights(f.str("evaluate"), f.str("export-weights"));  // no device, no data
+    }
     const Device device = rank_device(choose_device(f), f);
     try {
       st.apply_presets(f, device, evaluating);
