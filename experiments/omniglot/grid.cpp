@@ -364,6 +364,11 @@ int run_grid(int argc, char** argv) {
         return rc;
       }
     } else {
+      const bool any = std::any_of(cells.begin(), cells.end(), [](const Cell& c) {
+        return fs::exists(c.dir + "/summary.json");
+      });
+      MN_CHECK(any, "--report-only: '", o.out, "' holds no finished cell of these rows (no <row>/seed<N>/summary.json); "
+               "run the grid first, or give the --out-dir of a grid that ran");
       std::vector<Cell> more = top_ups(rows, cells, o);
       cells.insert(cells.end(), more.begin(), more.end());
     }

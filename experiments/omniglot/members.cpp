@@ -11,6 +11,7 @@
 // flag after the presets, so a member is exactly the single run it would be);
 // --resume --out-dir OUT skips finished members, resumes the unfinished one and
 // scores the ensemble; --time-limit spans the whole ensemble.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -100,7 +101,7 @@ EnsemblePlan read_plan(const std::string& out_dir) {
 // nullopt: not an ensemble run (or the flags are wrong, which run_study then reports).
 std::optional<EnsemblePlan> ensemble_plan(StudyKind kind, const std::vector<std::string>& args) {
   for (const auto& a : args)
-    if (a == "--help" || a == "-h" || a.rfind("--evaluate", 0) == 0) return std::nullopt;
+    if (a == "--help" || a == "--help-all" || a == "-h" || a.rfind("--evaluate", 0) == 0) return std::nullopt;
   std::map<std::string, std::string> cfg;
   try {
     cfg = config_of(kind, args);
@@ -113,6 +114,14 @@ std::optional<EnsemblePlan> ensemble_plan(StudyKind kind, const std::vector<std:
   if (cfg["resume"] == "true") {
     if (!have_plan) return std::nullopt;  // a single run's --resume
     p = read_plan(out);
+    // A resumed ensemble keeps its size: a --members given again must say the same.
+    const bool given = std::any_of(args.begin(), args.end(), [](const std::string& a) {
+      return a == "--members" || a.rfind("--members=", 0) == 0;
+    });
+    const int64_t asked = std::stoll(cfg["members"]);
+    MN_CHECK(!given || asked == p.members, "--resume --members ", asked, ": the ensemble in '", out, "' has ",
+             p.members, " members (its members.json); a resumed ensemble keeps its size: drop --members, or start a ",
+             asked, "-member ensemble in another --out-dir");
   } else {
     p.members = std::stoll(cfg["members"]);
     if (p.members <= 1) return std::nullopt;

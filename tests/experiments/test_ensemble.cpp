@@ -162,6 +162,17 @@ TEST(Members, TrainsSingleRunsThenScoresTheirEnsembleAndResumes) {
   EXPECT_NE(plan2["commands"][0].get<std::string>().find("--resume"), std::string::npos) << plan2.dump();
   const Json after = Json::parse(read_text(out / "evaluation.json"));
   EXPECT_EQ(after["test_dir"].dump(), Json::parse(before)["test_dir"].dump());
+
+  // --resume with another --members is refused naming both sizes (it was once ignored
+  // silently); the same size is accepted.
+  RunResult more = run_study(StudyKind::Triplet, {"--resume", "--members", "3", "--out-dir", out.str(), "--device",
+                                                  "cpu", "--data-dir", omniglot_root()}, true);
+  EXPECT_EQ(more.rc, 2);
+  EXPECT_NE(more.err.find("--resume --members 3"), std::string::npos) << more.err;
+  EXPECT_NE(more.err.find("has 2 members"), std::string::npos) << more.err;
+  RunResult same = run_study(StudyKind::Triplet, {"--resume", "--members=2", "--out-dir", out.str(), "--device",
+                                                  "cpu", "--data-dir", omniglot_root()}, true);
+  EXPECT_EQ(same.rc, 0) << same.err;
 }
 
 }  // namespace

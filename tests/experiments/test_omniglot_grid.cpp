@@ -237,6 +237,18 @@ TEST(OmniglotGrid, TinyGridStopsResumesSkipsAndReports) {
   EXPECT_EQ(run_grid_args({"--rows", "^nosuchrow$", "--dry-run"}), kExitUsage);
 }
 
+// --report-only on a folder without a finished cell is an error naming it (it once wrote
+// an empty results.md and exited 0).
+TEST(OmniglotGrid, ReportOnlyWithoutFinishedCellsIsAnError) {
+  TempDir out("grid_empty");
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(run_grid_args({"--out-dir", out.str(), "--report-only"}), kExitFailed);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("no finished cell"), std::string::npos) << err;
+  EXPECT_NE(err.find(out.str()), std::string::npos) << err;
+  EXPECT_FALSE(std::filesystem::exists(out / "results.md"));
+}
+
 // A two-seed grid of one-epoch tiny cells over the rows `rows_re` (args[7]: --close-points).
 std::vector<std::string> tiny_two_seed_grid(const TempDir& out, const TempDir& cache, const std::string& rows_re,
                                             const std::string& close_points) {

@@ -474,24 +474,38 @@ TEST(OmniglotStudy, OneShotScoreIsInvariantToCandidateOrder) {
 }
 
 // -------------------------------------------------------- flags and errors --
+// --help shows the flags a run needs in sections; --help-all every flag; each flag once.
 TEST(OmniglotStudy, HelpListsEveryFlag) {
   testing::internal::CaptureStdout();
-  int rc = run_study(StudyKind::Triplet, {"--help"}).rc;
+  int rc = run_study(StudyKind::Triplet, {"--help-all"}).rc;
   std::string out = testing::internal::GetCapturedStdout();
   EXPECT_EQ(rc, 0);
   for (const char* flag : {"--loss", "--margin", "--global-l", "--global-t", "--global-g", "--sampling", "--share",
                            "--activation", "--input-norm", "--lrn", "--batchnorm", "--dropout", "--augment",
                            "--optimizer", "--lr", "--epochs", "--iters", "--batch", "--seed", "--device",
-                           "--data-dir", "--out-dir", "--resume", "--config", "--evaluate", "--test-dir"})
-    EXPECT_NE(out.find(std::string(flag) + " "), std::string::npos) << "--help does not list " << flag;
+                           "--data-dir", "--out-dir", "--resume", "--config", "--evaluate", "--test-dir",
+                           "--cache-dir", "--precision", "--export-weights"}) {
+    const size_t at = out.find("\n  " + std::string(flag) + " ");
+    EXPECT_NE(at, std::string::npos) << "--help-all does not list " << flag;
+    EXPECT_EQ(out.find("\n  " + std::string(flag) + " ", at + 1), std::string::npos) << flag << " listed twice";
+  }
   EXPECT_NE(out.find("default"), std::string::npos);
+  EXPECT_NE(out.find("\nthe study's ablations"), std::string::npos) << out;
+  testing::internal::CaptureStdout();
+  rc = run_study(StudyKind::Triplet, {"--help"}).rc;
+  const std::string short_help = testing::internal::GetCapturedStdout();
+  EXPECT_EQ(rc, 0);
+  EXPECT_NE(short_help.find("\ncore:\n  --preset "), std::string::npos) << short_help;
+  EXPECT_NE(short_help.find("\n  --loss "), std::string::npos);
+  EXPECT_EQ(short_help.find("\n  --global-l "), std::string::npos) << "an ablation flag in the short --help";
+  EXPECT_NE(short_help.find("--help-all"), std::string::npos);
 
   testing::internal::CaptureStdout();
-  rc = run_study(StudyKind::Siamese, {"--help"}).rc;
+  rc = run_study(StudyKind::Siamese, {"--help-all"}).rc;
   out = testing::internal::GetCapturedStdout();
   EXPECT_EQ(rc, 0);
   for (const char* flag : {"--optimizer", "--lr", "--augment", "--epochs", "--resume", "--evaluate", "--test-dir"})
-    EXPECT_NE(out.find(std::string(flag) + " "), std::string::npos) << "siamese --help does not list " << flag;
+    EXPECT_NE(out.find(std::string(flag) + " "), std::string::npos) << "siamese --help-all does not list " << flag;
 }
 
 TEST(OmniglotStudy, BadFlagValuesExitWithUsageError) {
