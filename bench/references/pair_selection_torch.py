@@ -22,7 +22,7 @@ Modes
           every pair's label), then compares its vote accuracy with --compare at every
           evaluation (tolerance --tol points). Exit status 1 on any mismatch.
   check   (--check-tiny BINARY) the ctest: runs the binary on one tiny fold under three
-          readings (SGD / Glorot / input-centroid; Adam / PyTorch init / embedding centroid;
+          readings (SGD lr 0.02 / Glorot / input-centroid; Adam / PyTorch init / embedding centroid;
           RMSprop / L2-normalised inputs) with --export-trace, then replays each. Exit 77 (ctest: skipped) when
           torch is missing.
 
@@ -440,8 +440,12 @@ def check_tiny(args):
     # full lr-sized step, so two correct implementations drift apart within a few epochs
     # (seen: 1-4 points by epoch 4). eps 1e-3 damps such steps and keeps the comparison exact
     # to the tolerance; the update rules themselves are checked against hand-computed steps
-    # in tests/experiments/test_pair_selection.cpp.
-    readings = [["--optimizer", "sgd", "--lr", "0.05", "--init", "glorot", "--prototype", "input-centroid"],
+    # in tests/experiments/test_pair_selection.cpp. SGD at lr 0.05 drifts the same way on some
+    # machines (2026-12-02, AMD EPYC with AVX-512, Debian's torch 1.13: the ordered variants 0.8-3.9
+    # points apart by epochs 6-8 from epoch 4's agreement, our binary bit-identical on its AVX2 and
+    # AVX-512 paths, so the drift is torch's rounding amplified), while lr 0.03 and 0.02 agree in
+    # every check there: the check runs at 0.02, where it compares implementations, not chaos.
+    readings = [["--optimizer", "sgd", "--lr", "0.02", "--init", "glorot", "--prototype", "input-centroid"],
                 ["--optimizer", "adam", "--lr", "0.003", "--eps", "1e-3", "--init", "torch",
                  "--prototype", "embedding-centroid"],
                 ["--optimizer", "rmsprop", "--lr", "0.001", "--eps", "1e-3", "--inputs", "l2"]]
