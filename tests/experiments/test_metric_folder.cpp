@@ -16,6 +16,7 @@
 #include "experiments/metric/folder_study.h"
 #include "nn/checkpoint.h"
 #include "tests/common/image_folder_fixture.h"
+#include "tests/experiments/metric_fixture.h"
 #include "tests/experiments/omniglot_fixture.h"
 
 namespace {
@@ -80,18 +81,8 @@ TEST(Retrieval, OneShotAndNeighbours) {
   EXPECT_DOUBLE_EQ(nb.distance[3][0], 7.0);
 }
 
-int run_args(const std::function<int(int, char**)>& main_fn, std::vector<std::string> args, const char* prog) {
-  args.insert(args.begin(), prog);
-  std::vector<char*> av;
-  for (auto& a : args) av.push_back(a.data());
-  av.push_back(nullptr);
-  return main_fn(static_cast<int>(args.size()), av.data());
-}
-int train(const std::vector<std::string>& args) {
-  return run_args([](int ac, char** av) { return run_study(make_metric_folder_study(), ac, av); }, args,
-                  "metric_train");
-}
-int embed(const std::vector<std::string>& args) { return run_args(run_metric_embed, args, "metric_embed"); }
+int train(const std::vector<std::string>& args) { return mn_test_exp::metric_train(args); }
+int embed(const std::vector<std::string>& args) { return mn_test_exp::metric_embed(args); }
 
 std::vector<std::string> tiny(const std::string& data, const std::string& out) {
   return {"--data-dir", data, "--out-dir", out, "--device", "cpu", "--cache-dir", "none", "--image-size", "16",

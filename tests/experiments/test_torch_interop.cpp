@@ -35,6 +35,7 @@
 #include "nn/models/conv4.h"
 #include "nn/models/koch_branch.h"
 #include "tests/common/image_folder_fixture.h"
+#include "tests/experiments/metric_fixture.h"
 #include "tests/experiments/omniglot_fixture.h"
 
 namespace {
@@ -55,18 +56,8 @@ bool have_torch() {
   GTEST_SKIP() << "/usr/bin/python3 cannot import torch and numpy (apt-get install python3-torch python3-numpy, " \
                   "or tools/install-deps.sh --bench): the PyTorch interop check is skipped"
 
-int run_args(const std::function<int(int, char**)>& main_fn, std::vector<std::string> args, const char* prog) {
-  args.insert(args.begin(), prog);
-  std::vector<char*> av;
-  for (auto& a : args) av.push_back(a.data());
-  av.push_back(nullptr);
-  return main_fn(static_cast<int>(args.size()), av.data());
-}
-int train(const std::vector<std::string>& args) {
-  return run_args([](int ac, char** av) { return run_study(make_metric_folder_study(), ac, av); }, args,
-                  "metric_train");
-}
-int embed(const std::vector<std::string>& args) { return run_args(run_metric_embed, args, "metric_embed"); }
+int train(const std::vector<std::string>& args) { return mn_test_exp::metric_train(args); }
+int embed(const std::vector<std::string>& args) { return mn_test_exp::metric_embed(args); }
 
 // A 24-bit BMP (bottom-up BGR rows padded to 4 bytes) of random colours, w x h.
 void write_bmp(const std::string& path, int w, int h, unsigned seed) {
