@@ -38,7 +38,7 @@ def sq(x, y):
 
 
 def kumar(a, p, n):
-    return F.relu(1 - sq(a, p) / (sq(a, n) + M)).mean()
+    return F.relu(1 - sq(a, n) / (sq(a, p) + M)).mean()  # Kumar et al.: the study's kumar (kernels/losses.h)
 
 
 def schroff(a, p, n):
