@@ -12,6 +12,8 @@ pkgs=(cmake ninja-build g++ ccache libgtest-dev libbenchmark-dev libstb-dev zlib
 pkgs+=(libxxhash-dev clang libclang-rt-dev)
 # Data-parallel training over MPI (mpirun -np N; runtime/comm.h) and its 2-rank tests.
 pkgs+=(libopenmpi-dev openmpi-bin)
+# data/fetch.sh downloads a data set that is not found locally (README command (a)).
+pkgs+=(curl ca-certificates)
 if [[ "${1:-}" == "--bench" ]]; then
   pkgs+=(libopenblas-dev python3-torch python3-numpy python3-cvxopt)
 fi
