@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <sstream>
 
 #include "autograd/variable.h"
@@ -220,6 +221,18 @@ void MetricFolderStudy::setup(RunContext& ctx) {
     MN_CHECK(eligible >= size_t(P), "--classes-per-batch ", P, " --per-class ", K, ": only ", eligible,
              " training classes have ", K, " images; lower --classes-per-batch or --per-class");
   }
+  // The evaluation sets must hold what a validation scores, known before any training.
+  const int way = static_cast<int>(f_->i64("one-shot-way"));
+  for (const auto* ds : {&val_, &test_}) {
+    if (ds->files.empty() || way == 0) continue;
+    std::map<int32_t, int> n;
+    for (int32_t l : ds->labels) ++n[l];
+    int usable = 0;
+    for (const auto& [c, k] : n) usable += k >= 2;
+    MN_CHECK(usable >= way, "--one-shot-way ", way, ": the ", ds == &val_ ? "validation" : "test", " classes have ",
+             usable, " classes with 2 or more images, fewer than the tasks' ", way, " (lower --one-shot-way, 0 for "
+             "none, or hold out more classes)");
+  }
   Generator init(seed_);
   trunk_ = make_folder_trunk(*f_, init, device_);
   nn::LossConfig lc;
@@ -279,6 +292,8 @@ Stats MetricFolderStudy::validate() { return scores(val_, "val_"); }
 std::string MetricFolderStudy::final_test(Json& out) {
   const bool have_test = !test_.files.empty();
   const data::FolderDataset& ds = have_test ? test_ : val_;
+  MN_CHECK(!ds.files.empty(), "the final test has no images: give --test-dir (or --val-dir), or --data-dir with "
+           "--test-classes above 0");
   const std::string set = have_test ? "test" : "validation";
   const Stats s = scores(ds, "");
   std::ostringstream md;

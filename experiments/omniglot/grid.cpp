@@ -175,7 +175,7 @@ CellProgress cell_progress(const std::string& dir) {
       continue;  // a line cut by a stop
     }
     if (!j.is_object() || !j.contains("epoch")) continue;
-    p.epochs_done = std::max(p.epochs_done, j["epoch"].get<int>());
+    if (j["epoch"].is_number_integer()) p.epochs_done = std::max(p.epochs_done, j["epoch"].get<int>());
     if (j.contains("images_per_second") && j["images_per_second"].is_number())
       ips.push_back(j["images_per_second"].get<double>());
     if (j.contains("val_seconds") && j["val_seconds"].is_number()) val.push_back(j["val_seconds"].get<double>());
@@ -213,9 +213,9 @@ MeasuredSpeeds measured_speeds(const std::vector<Cell>& cells) {
 
 // Estimated seconds left of a cell: its remaining epochs at the speeds measured by this
 // grid's cells of the same binary and sampling; without such a cell, the other sampling's
-// speed (SSIM mining 1.7x slower, the 2026-11-21 demos), else the scale's bench speed:
-// 1,100 training images/s on 2 cores (BM_Conv4GridStepCpu, 2026-12-02), validation at 3x
-// the training speed per image, plus Lake's 400 trials. Full scale on a GPU: 4 ms a
+// speed (SSIM mining 1.7x slower, the 2026-11-21 demos), else 940 training images/s (one
+// of two one-thread lanes on the 2-core AMD EPYC VM, the paper-length grid's first epochs,
+// 2026-12-02), validation at 3x the training speed per image, plus Lake's 400 trials. Full scale on a GPU: 4 ms a
 // 50-triplet step (issue 31's TF32 target; 37.6 ms measured with the older kernels on an
 // H200, 2026-11-26) and about 3 s a validation.
 double estimate_seconds(const Cell& c, const Options& o, const MeasuredSpeeds& m) {
@@ -227,7 +227,7 @@ double estimate_seconds(const Cell& c, const Options& o, const MeasuredSpeeds& m
   const double per_step_images = c.row->siamese ? 100 : 150;
   const double val_images = double(o.scale->val_triplets) * (c.row->siamese ? 2 : 3) + 320 * 21;
   const std::pair<bool, bool> key{c.row->siamese, ssim}, other{c.row->siamese, !ssim};
-  double ips = 1100;
+  double ips = 940;
   if (m.train_ips.count(key))
     ips = m.train_ips.at(key);
   else if (m.train_ips.count(other))
@@ -265,7 +265,7 @@ void print_plan(const std::vector<Cell>& cells, const Options& o, bool with_top_
               cells.size(), total / 3600, o.scale->name == "full" ? "GPU" : "machine",
               o.scale->name == "full" ? "4 ms a step, issue 31's TF32 target; x9.4 at 37.6 ms, the 2026-11-26 "
                                         "kernels"
-                                      : "the epochs measured by this grid's cells, else the bench's 1,100 img/s",
+                                      : "the epochs measured by this grid's cells, else 940 img/s",
               o.close_points, o.seeds,
               with_top_ups ? "the first pass is finished: those cells are listed and counted above"
                            : "not counted above: they are known once the first pass is finished");

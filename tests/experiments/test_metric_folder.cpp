@@ -128,6 +128,13 @@ TEST(MetricTrain, TrainsStopsResumesAndTestsOnHeldOutClasses) {
   koch.insert(koch.end(), {"--trunk", "koch"});
   EXPECT_EQ(train(koch), kExitUsage);
   EXPECT_EQ(train({"--out-dir", out2.str()}), kExitUsage);  // no data folder
+  std::vector<std::string> way = tiny(data.str(), out2.str());
+  way.insert(way.end(), {"--one-shot-way", "3"});  // 2 validation classes cannot make 3-way tasks
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(train(way), kExitFailed);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("--one-shot-way 3"), std::string::npos) << err;
+  EXPECT_FALSE(std::filesystem::exists(out2 / "metrics.jsonl")) << "refused before training";
 }
 
 TEST(MetricEmbed, WritesNamedEmbeddingsNeighboursAndRefusesOtherCheckpoints) {
