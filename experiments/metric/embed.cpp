@@ -2,6 +2,7 @@
 #include "experiments/metric/embed.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -148,6 +149,15 @@ int run_metric_embed(int argc, char** argv) {
     return 2;
   }
   try {
+    std::vector<int> ks;
+    std::stringstream ss(f.str("recall-k"));
+    for (std::string t; std::getline(ss, t, ',');) {
+      char* end = nullptr;
+      const long k = std::strtol(t.c_str(), &end, 10);
+      MN_CHECK(!t.empty() && *end == '\0' && k >= 1 && k <= 100000, "--recall-k ", f.str("recall-k"),
+               ": give positive whole numbers separated by commas, e.g. 1,2,4,8");
+      ks.push_back(static_cast<int>(k));
+    }
     const Flags mf = model_flags(f.str("checkpoint"));
     const Device device = parse_device(f.str("device"));
     Generator g(0);
@@ -177,9 +187,6 @@ int run_metric_embed(int argc, char** argv) {
                   f.str("neighbours").c_str());
     }
     if (ds.labelled()) {
-      std::vector<int> ks;
-      std::stringstream ss(f.str("recall-k"));
-      for (std::string t; std::getline(ss, t, ',');) ks.push_back(std::stoi(t));
       const RetrievalMetrics m = retrieval_metrics(emb, ds.labels, ks, cosine);
       for (const auto& [k, v] : m.recall_at) std::printf("Recall@%d %.2f %%\n", k, v);
       std::printf("MAP@R %.2f %%, R-precision %.2f %% (%lld queries; %lld of one-image classes left out)\n",
