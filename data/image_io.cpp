@@ -198,9 +198,10 @@ namespace {
 bool is_jpeg(const uint8_t* b, size_t n) { return n >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF; }
 bool is_bmp(const uint8_t* b, size_t n) { return n >= 2 && b[0] == 'B' && b[1] == 'M'; }
 
-// Walks a JPEG's marker segments up to the start of the scan and checks every Huffman
-// table (DHT): its 16 code counts must sum to at most 256 symbols, all inside the
-// segment (Debian's stb_image writes past its table otherwise; see the top).
+// Walks a JPEG's marker segments, over every scan's entropy-coded data, and checks every
+// Huffman table (DHT; a progressive JPEG has some between its scans): its 16 code counts
+// must sum to at most 256 symbols, all inside the segment (Debian's stb_image writes past
+// its table otherwise; see the top).
 void check_jpeg_segments(const uint8_t* b, size_t n, const std::string& name) {
   size_t off = 2;
   while (off + 4 <= n) {
@@ -214,7 +215,7 @@ void check_jpeg_segments(const uint8_t* b, size_t n, const std::string& name) {
       off += 2;
       continue;
     }
-    if (marker == 0xD9 || marker == 0xDA) return;  // end of image / start of scan
+    if (marker == 0xD9) return;  // end of image
     const size_t len = (size_t(b[off + 2]) << 8) | b[off + 3];
     MN_DATA_CHECK(len >= 2 && off + 2 + len <= n, "decode_image: '", name, "': corrupt or truncated JPEG (segment ",
                   int(marker), " at byte ", off, " declares ", len, " bytes)");
@@ -231,6 +232,11 @@ void check_jpeg_segments(const uint8_t* b, size_t n, const std::string& name) {
       }
     }
     off += 2 + len;
+    if (marker == 0xDA) {  // a scan: its entropy-coded data runs to the next marker that is not
+      // a stuffed 0xFF00 or a restart marker (a progressive JPEG has more tables after it)
+      while (off + 1 < n && !(b[off] == 0xFF && b[off + 1] != 0x00 && (b[off + 1] < 0xD0 || b[off + 1] > 0xD7)))
+        ++off;
+    }
   }
 }
 }  // namespace

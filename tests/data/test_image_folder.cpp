@@ -179,6 +179,11 @@ TEST(ImageFolder, RefusesAJpegWithAnOversizedHuffmanTable) {
   const std::string e = error_of([&] { decode_image(b.data(), b.size(), 1, "bad.jpg"); });
   EXPECT_NE(e.find("bad.jpg"), std::string::npos) << e;
   EXPECT_NE(e.find("300 symbols"), std::string::npos) << e;
+  // The same table after a first scan (as a progressive JPEG places them) is found too.
+  std::vector<uint8_t> p{0xFF, 0xD8, 0xFF, 0xDA, 0x00, 0x04, 0x01, 0x00, 0x12, 0xFF, 0x00, 0x34, 0xFF, 0xD0, 0x56};
+  p.insert(p.end(), b.begin() + 2, b.end());
+  const std::string e2 = error_of([&] { decode_image(p.data(), p.size(), 1, "progressive.jpg"); });
+  EXPECT_NE(e2.find("300 symbols"), std::string::npos) << e2;
 }
 
 TEST(ImageFolder, CacheServesTheSameImagesAndFollowsTheirContent) {
