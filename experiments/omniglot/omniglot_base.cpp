@@ -42,6 +42,25 @@ DeviceStats loss_device_stats(const Tensor& stats, const Tensor& n, std::vector<
 }
 
 // ------------------------------------------------------------------ flags --
+// --help shows what a run needs; --help-all the paper's ablations, evaluation and run control too.
+static void set_help_sections(Flags& f) {
+  f.set_help_groups({
+      {"core", true, {"preset", "data-dir", "loss", "sampling", "epochs", "iters", "batch", "device", "seed",
+                      "out-dir", "resume", "time-limit", "evaluate", "members"}},
+      {"model and training", true, {"trunk", "width", "channels", "embedding", "image-size", "conv4-bn",
+                                    "conv4-sigmoid", "sigmoid-embedding", "optimizer", "lr", "lr-schedule", "margin",
+                                    "per-class", "pk-alphabet", "rotations", "augment", "init"}},
+      {"the study's ablations (the paper's Sections 4.1-4.5 and its loss parameters)", false,
+       {"activation", "input-norm", "lrn", "batchnorm", "dropout", "share", "conv-decay", "dense-decay", "global-l",
+        "global-t", "global-g", "ms-alpha", "ms-beta", "ms-base", "ms-epsilon", "train-max-drawer", "momentum",
+        "momentum-epochs", "lr-decay", "lr-step-epochs", "group-lr", "group-momentum"}},
+      {"evaluation", false, {"val-triplets", "val-tasks", "val-way", "test-dir", "test-tasks", "test-way", "test-seed",
+                             "tta", "tta-scale", "ensemble", "eval-batch", "eval-distance", "export-weights"}},
+      {"run control and legacy", false, {"cache-dir", "stop-after", "log-every", "cuda-graph", "precision", "tf32",
+                                         "deterministic", "mine-locally", "config"}},
+  });
+}
+
 void OmniglotStudy::declare_flags(Flags& f) {
   const bool tri = name() == "omniglot_triplet";
   f.add_string("preset", "auto", tri ? "auto: the study's full protocol on a GPU, the CPU demo without one; "
@@ -128,22 +147,7 @@ void OmniglotStudy::declare_flags(Flags& f) {
   f.add_string("init", tri ? "study" : "koch", "initialisation: study (N(0,0.002) convs) or koch (N(0,0.01) convs)",
                {"study", "koch"});
   f.add_int("eval-batch", 200, "images per forward pass in evaluation", 1, 1 << 20);
-  // --help shows what a run needs; --help-all the paper's ablations, evaluation and run control too.
-  f.set_help_groups({
-      {"core", true, {"preset", "data-dir", "loss", "sampling", "epochs", "iters", "batch", "device", "seed",
-                      "out-dir", "resume", "time-limit", "evaluate", "members"}},
-      {"model and training", true, {"trunk", "width", "channels", "embedding", "image-size", "conv4-bn",
-                                    "conv4-sigmoid", "sigmoid-embedding", "optimizer", "lr", "lr-schedule", "margin",
-                                    "per-class", "pk-alphabet", "rotations", "augment", "init"}},
-      {"the study's ablations (the paper's Sections 4.1-4.5 and its loss parameters)", false,
-       {"activation", "input-norm", "lrn", "batchnorm", "dropout", "share", "conv-decay", "dense-decay", "global-l",
-        "global-t", "global-g", "ms-alpha", "ms-beta", "ms-base", "ms-epsilon", "train-max-drawer", "momentum",
-        "momentum-epochs", "lr-decay", "lr-step-epochs", "group-lr", "group-momentum"}},
-      {"evaluation", false, {"val-triplets", "val-tasks", "val-way", "test-dir", "test-tasks", "test-way", "test-seed",
-                             "tta", "tta-scale", "ensemble", "eval-batch", "eval-distance", "export-weights"}},
-      {"run control and legacy", false, {"cache-dir", "stop-after", "log-every", "cuda-graph", "precision", "tf32",
-                                         "deterministic", "mine-locally", "config"}},
-  });
+  set_help_sections(f);
 }
 
 // The CPU demo of the Koch net (the siamese binary's): the same protocol and
