@@ -46,6 +46,12 @@ void declare_study_flags(exp::Flags& f) {
   f.add_int("exploit-div", 6, "DynEE replaces the |P| / this highest-loss pairs (MNIST: |P|/6)", 1, 1000000);
   f.add_int("knn", 5, "neighbourhood size k of the complexity measure (Eq. 6), self included", 1, 1000);
   f.add_double("alpha", 0.05, "significance level of the one-tailed paired t-test", 1e-9, 0.5);
+  f.add_string("score-on", "test", "the set every evaluation scores: test (MNIST's 10,000 test images, the "
+               "protocol's) or validation (--val-size images held out of MNIST's training images, the folds drawn "
+               "from the rest: for fitting the protocol's open choices without looking at the test set)",
+               {"test", "validation"});
+  f.add_int("val-size", 10000, "--score-on validation: training images held out (stratified, seeded by --seed)",
+            100, 50000);
   f.add_int("threads", 0, "runs in parallel (0: the thread pool's size, MN_NUM_THREADS or all cores)", 0, 1024);
   f.add_string("data-dir", "", "MNIST IDX folder (default: $MN_DATA_DIR, ./datasets or ../shared/datasets, subfolder mnist)");
   f.add_string("summarise", "", "no training: write results.md, results.json and figure2.png in --out-dir "

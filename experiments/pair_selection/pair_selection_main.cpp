@@ -29,6 +29,7 @@
 
 #include "data/idx.h"
 #include "experiments/common/harness.h"
+#include "experiments/common/provenance.h"
 #include "experiments/pair_selection/export.h"
 #include "experiments/pair_selection/options.h"
 #include "experiments/pair_selection/report.h"
@@ -111,12 +112,27 @@ class PairSelectionStudy : public exp::Study {
 
     const std::string dir = mnist_dir(f.str("data-dir"));
     const auto mnist = data::load_mnist_family(dir);
-    std::vector<int64_t> all_test(static_cast<size_t>(mnist.test.size()));
-    for (size_t i = 0; i < all_test.size(); ++i) all_test[i] = static_cast<int64_t>(i);
-    const Examples test = to_examples(mnist.test, all_test, pixel_divisor(f), l2_rows(f));
+    // The scored set: MNIST's test images (the protocol), or with --score-on validation a
+    // split held out of the training images, the folds then drawn from the rest (`pool`).
+    std::vector<int64_t> pool;
+    const Examples test = f.str("score-on") == "validation" ? validation_split(f, cfg.seed, mnist.train, pool)
+                                                            : to_examples(mnist.test, every_index(mnist.test),
+                                                                          pixel_divisor(f), l2_rows(f));
     cfg.mlp.input = test.dim;
     const std::string export_dir = f.str("export-dir");  // the folds and first pairs, for the reference
-    const std::vector<Examples> fold_train = draw_folds(f, cfg.seed, folds, mnist.train, export_dir);
+    const std::vector<Examples> fold_train = draw_folds(f, cfg.seed, folds, mnist.train, pool, export_dir);
+    if (!export_dir.empty() && !pool.empty()) {  // the held-out indices beside folds.txt
+      std::vector<uint8_t> in_pool(static_cast<size_t>(mnist.train.size()), 0);
+      for (int64_t i : pool) in_pool[static_cast<size_t>(i)] = 1;
+      std::ostringstream held;
+      for (int64_t i = 0; i < mnist.train.size(); ++i)
+        if (!in_pool[static_cast<size_t>(i)]) held << (held.tellp() > 0 ? " " : "") << i;
+      exp::write_file_atomic((fs::path(export_dir) / "validation.txt").string(), held.str() + "\n");
+    }
+    ctx.summary()["scored_on"] = pool.empty() ? "MNIST test set (10,000 images)"
+                                              : "validation split: " + std::to_string(test.y.size()) +
+                                                    " MNIST training images held out; folds drawn from the other " +
+                                                    std::to_string(pool.size());
 
     std::vector<Job> jobs;  // fold-major: a stopped study leaves whole folds
     for (int k = 0; k < folds; ++k)
@@ -188,6 +204,9 @@ class PairSelectionStudy : public exp::Study {
     header << "# Informed pair selection on MNIST: results\n\nWall time " << exp::format_duration(total)
            << " (" << static_cast<long long>(total) << " s) for " << done << " runs on " << threads
            << " threads (CPU)";
+    if (!pool.empty())
+      header << "; every evaluation scored on the VALIDATION split (" << test.y.size()
+             << " MNIST training images held out, --score-on validation), not the test set";
     if (!incomplete.empty())
       header << "; STOPPED early: " << incomplete.size() << " incomplete folds left out";
     header << ".\n";
@@ -198,14 +217,24 @@ class PairSelectionStudy : public exp::Study {
  private:
   // Each fold's stratified training sample; with --export-dir also written out, with
   // the fold's first pair set, for the PyTorch reference.
+  // Draws from `pool` (indices into train) when it is not empty, else from every
+  // training image (the protocol: the folds of every earlier run).
   static std::vector<Examples> draw_folds(const exp::Flags& f, uint64_t seed, int folds, const data::ImageDataset& train,
-                                          const std::string& export_dir) {
+                                          const std::vector<int64_t>& pool, const std::string& export_dir) {
     std::vector<Examples> fold_train;
     std::vector<std::vector<int64_t>> fold_idx;
     std::vector<std::vector<Pair>> first_pairs;
+    std::vector<int32_t> pool_labels;
+    for (int64_t i : pool) pool_labels.push_back(train.labels[static_cast<size_t>(i)]);
     for (int k = 0; k < folds; ++k) {
       Generator g(fold_seed(seed, k, 0), 0);
-      fold_idx.push_back(stratified_sample(train.labels, f.i64("budget"), g));
+      if (pool.empty()) {
+        fold_idx.push_back(stratified_sample(train.labels, f.i64("budget"), g));
+      } else {
+        std::vector<int64_t> idx = stratified_sample(pool_labels, f.i64("budget"), g);
+        for (int64_t& i : idx) i = pool[static_cast<size_t>(i)];
+        fold_idx.push_back(std::move(idx));
+      }
       fold_train.push_back(to_examples(train, fold_idx.back(), pixel_divisor(f), l2_rows(f)));
       if (export_dir.empty()) continue;
       Generator pg(fold_seed(seed, k, 2), 0);  // run_fold's first draw from its pair stream
@@ -213,6 +242,29 @@ class PairSelectionStudy : public exp::Study {
     }
     if (!export_dir.empty()) export_folds(export_dir, f.to_json(), fold_idx, first_pairs);
     return fold_train;
+  }
+
+  static std::vector<int64_t> every_index(const data::ImageDataset& ds) {
+    std::vector<int64_t> all(static_cast<size_t>(ds.size()));
+    for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+    return all;
+  }
+
+  // --score-on validation: --val-size training images held out (stratified by class, from
+  // their own seeded stream), returned as examples; `pool` gets the other training images.
+  static Examples validation_split(const exp::Flags& f, uint64_t seed, const data::ImageDataset& train,
+                                   std::vector<int64_t>& pool) {
+    const int64_t n = f.i64("val-size");
+    MN_CHECK(n + f.i64("budget") <= train.size(), "--val-size ", n, " leaves fewer than --budget ", f.i64("budget"),
+             " of MNIST's ", train.size(), " training images for the folds");
+    Generator g(fold_seed(seed, -1, 4), 0);
+    std::vector<int64_t> held = stratified_sample(train.labels, n, g);
+    std::vector<uint8_t> out(static_cast<size_t>(train.size()), 0);
+    for (int64_t i : held) out[static_cast<size_t>(i)] = 1;
+    pool.clear();
+    for (int64_t i = 0; i < train.size(); ++i)
+      if (!out[static_cast<size_t>(i)]) pool.push_back(i);
+    return to_examples(train, held, pixel_divisor(f), l2_rows(f));
   }
 
   struct Job {
@@ -294,7 +346,13 @@ class PairSelectionStudy : public exp::Study {
     const double alpha = ctx.flags().f64("alpha");
     const auto curves = summarise(runs);
     const std::string md = results_markdown(curves, alpha, header);
-    exp::write_file_atomic(ctx.out_path("results.md"), md);
+    // results.md carries the run's provenance (its commit, machine and command) as every
+    // study's results.md does; report.md gets the harness's own block.
+    const exp::Json& s0 = ctx.summary();
+    exp::write_file_atomic(ctx.out_path("results.md"),
+                           s0.contains("provenance") ? md + "\n## Provenance\n\n" +
+                                                           exp::provenance_markdown(s0["provenance"])
+                                                     : md);
     exp::write_file_atomic(ctx.out_path("results.json"), results_json(curves, alpha, ctx.flags().to_json()));
     const bool plotted = plot_figure(ctx.out_path("figure2.png"), curves);
     exp::Json& s = ctx.summary();

@@ -650,6 +650,9 @@ TEST(PairSelection, DriverSmokeRunOnMnist) {
   std::stringstream ss;
   ss << md.rdbuf();
   EXPECT_NE(ss.str().find("DynEE*"), std::string::npos);
+  // results.md names what produced it (tools/scoreboard.py --check requires a provenance line).
+  EXPECT_NE(ss.str().find("\n## Provenance\n"), std::string::npos) << ss.str();
+  EXPECT_NE(ss.str().find("--folds 2"), std::string::npos) << "the command is missing from results.md";
   // 6 methods x 2 folds x 2 evaluations.
   std::ifstream jl(out / "metrics.jsonl");
   int lines = 0;
@@ -733,4 +736,49 @@ TEST(PairSelection, ResumeAfterAStopFinishesWithTheSameRuns) {
   EXPECT_EQ(ra.size(), 4u) << "2 folds x 2 evaluations";
   EXPECT_EQ(ra, rb);
   EXPECT_TRUE(std::filesystem::exists(base / "b" / "results.md"));
+}
+
+// --score-on validation: the scored images are held out of MNIST's training images, the
+// folds are drawn from the rest (disjoint from them), the split is stratified and seeded,
+// and results.md says the numbers are validation numbers, not the test set's.
+TEST(PairSelection, ValidationSplitIsHeldOutOfEveryFold) {
+  const char* env = std::getenv("MN_DATA_DIR");
+  const std::filesystem::path data =
+      env && *env ? std::filesystem::path(env) : std::filesystem::path(MN_SOURCE_DIR) / ".." / "shared" / "datasets";
+  if (!std::filesystem::exists(data / "mnist" / "t10k-labels-idx1-ubyte.gz"))
+    GTEST_SKIP() << "MNIST not found under " << data << " (set MN_DATA_DIR): validation-split test skipped";
+  const std::string bin = std::string(MN_BINARY_DIR) + "/experiments/pair_selection";
+  const auto base = std::filesystem::temp_directory_path() / "mn_pair_selection_validation";
+  std::filesystem::remove_all(base);
+  std::filesystem::create_directories(base);
+  auto run = [&](const std::string& name, const std::string& extra) {
+    const std::string out = (base / name).string();
+    const std::string cmd = "'" + bin + "' --data-dir '" + data.string() + "' --folds 3 --budget 60 --epochs 1 "
+                            "--cycle 1 --eval-every 1 --threads 1 --method base --out-dir '" + out +
+                            "' --export-dir '" + out + "/export' " + extra + " > '" + out + ".log' 2>&1";
+    return std::system(cmd.c_str());
+  };
+  ASSERT_EQ(run("val", "--score-on validation --val-size 1000"), 0) << "see " << (base / "val.log");
+  ASSERT_EQ(run("val2", "--score-on validation --val-size 1000"), 0);
+  ASSERT_EQ(run("test", ""), 0);
+  auto ints = [](const std::filesystem::path& p) {
+    std::ifstream in(p);
+    std::vector<int64_t> v;
+    for (int64_t x; in >> x;) v.push_back(x);
+    return v;
+  };
+  const auto held = ints(base / "val" / "export" / "validation.txt");
+  ASSERT_EQ(held.size(), 1000u);
+  EXPECT_EQ(held, ints(base / "val2" / "export" / "validation.txt")) << "the split must be seeded";
+  const std::set<int64_t> held_set(held.begin(), held.end());
+  EXPECT_EQ(held_set.size(), 1000u) << "distinct images";
+  const auto folds = ints(base / "val" / "export" / "folds.txt");
+  ASSERT_EQ(folds.size(), 180u) << "3 folds x 60 images";
+  for (int64_t i : folds) EXPECT_EQ(held_set.count(i), 0u) << "training image " << i << " is also scored";
+  EXPECT_FALSE(std::filesystem::exists(base / "test" / "export" / "validation.txt"));
+  EXPECT_NE(ints(base / "test" / "export" / "folds.txt"), folds) << "the protocol's folds come from all 60,000";
+  std::ifstream md(base / "val" / "results.md");
+  std::stringstream ss;
+  ss << md.rdbuf();
+  EXPECT_NE(ss.str().find("VALIDATION split (1000 MNIST training images held out"), std::string::npos) << ss.str();
 }
