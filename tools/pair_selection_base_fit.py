@@ -14,6 +14,8 @@ be stopped and started again). Writes OUT/grid.md and OUT/grid.json.
 
   tools/pair_selection_base_fit.py --binary build-cpu/experiments/pair_selection \\
       --out experiments/results/pair_selection/2026-11-28-base-fit [--only A,B] [--base-star A,F]
+  tools/pair_selection_base_fit.py ... --score-on validation    # the fit on a split held out of the
+      training images (issue 54): the test set is scored only by the chosen reading's final run
   tools/pair_selection_base_fit.py --claims RUN/results.json   # the paper's claims on a six-method run
 """
 import argparse
@@ -54,6 +56,11 @@ GRID = {
     # S4 after S3 (lr 1.5e-4: +6.8 / +4.5 / +4.3 / +3.5) bracketed I from above: the rate between.
     # Run after the six-method run (too late to change the reading that run used).
     "S4": ["--optimizer", "rmsprop", "--lr", "1.2e-4"],
+    # S4's neighbours (issue 54), for the fit on the validation split: the rate either side of it
+    # between I and S3, and S4 with the embedded-centroid prototype.
+    "S5": ["--optimizer", "rmsprop", "--lr", "1.1e-4"],
+    "S6": ["--optimizer", "rmsprop", "--lr", "1.35e-4"],
+    "S7": ["--optimizer", "rmsprop", "--lr", "1.2e-4", "--prototype", "embedding-centroid"],
     # G's BASE rows are not rerun: they are the 10-fold run of 2026-11-27-pace/full_lr2e-2
     # (the same code path, seed and folds), copied to G/base/metrics.jsonl (BASE lines only).
     "G": ["--lr", "2e-2"],
@@ -110,6 +117,9 @@ def main():
     ap.add_argument("--base-star", default="", help="comma list of grid names to also run BASE* for")
     ap.add_argument("--folds", type=int, default=10)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--score-on", choices=["test", "validation"], default="test",
+                    help="validation: every run scores a split held out of MNIST's training images "
+                         "(pair_selection --score-on validation), so the fit never looks at the test set")
     args = ap.parse_args()
     names = args.only.split(",") if args.only else list(GRID)
     star = [n for n in args.base_star.split(",") if n]
@@ -117,11 +127,12 @@ def main():
         if n not in GRID:
             sys.exit(f"--only/--base-star: unknown grid name '{n}' (known: {', '.join(GRID)})")
     os.makedirs(args.out, exist_ok=True)
+    extra = ["--score-on", "validation"] if args.score_on == "validation" else []
     for n in names:
-        t = run(args.binary, os.path.join(args.out, n, "base"), GRID[n], "base", args.folds, args.threads)
+        t = run(args.binary, os.path.join(args.out, n, "base"), GRID[n] + extra, "base", args.folds, args.threads)
         print(f"{n}: BASE done ({t:.0f} s)", flush=True)
     for n in star:
-        t = run(args.binary, os.path.join(args.out, n, "base_star"), GRID[n], "base-ordered", args.folds,
+        t = run(args.binary, os.path.join(args.out, n, "base_star"), GRID[n] + extra, "base-ordered", args.folds,
                 args.threads)
         print(f"{n}: BASE* done ({t:.0f} s)", flush=True)
     write_tables(args.out, args.folds)
