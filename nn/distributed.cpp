@@ -82,16 +82,36 @@ void DataParallel::launch_ready(bool all) {
   while (next_launch_ < buckets_.size()) {
     Bucket& b = buckets_[next_launch_];
     if (!all && b.ready < b.params.size()) return;
-    for (size_t s = 0; s < b.params.size(); ++s)
-      if (!b.got[s])  // no gradient on this rank: contributes zeros
-        b.flat.narrow(0, b.offsets[s], params_[b.params[s]].numel()).zero_();
+    for (size_t s = 0; s < b.params.size(); ++s) {
+      if (b.got[s]) continue;
+      // Not reached by this backward on this rank: the gradient it holds (accumulated
+      // before, DDP's semantics), zeros when it holds none.
+      const Variable& p = params_[b.params[s]];
+      Tensor dst = b.flat.narrow(0, b.offsets[s], p.numel());
+      if (p.has_grad()) dst.copy_(p.grad().reshape({p.numel()}));
+      else dst.zero_();
+    }
     b.request = comm_.all_reduce_async(b.flat, ReduceOp::Sum);
     ++next_launch_;
   }
 }
 
+// Per parameter: whether some rank holds a gradient for it (the max over ranks of a
+// has-gradient mask; one small blocking all-reduce and a host read).
+std::vector<bool> DataParallel::used_anywhere() {
+  std::vector<float> mine(params_.size());
+  for (size_t k = 0; k < params_.size(); ++k) mine[k] = params_[k].has_grad() ? 1.f : 0.f;
+  Tensor mask = Tensor::from_vector<float>(mine, {static_cast<int64_t>(mine.size())}).to(comm_.device());
+  comm_.all_reduce(mask, ReduceOp::Max);
+  const std::vector<float> all = mask.to(Device::cpu()).to_vector<float>();
+  std::vector<bool> used(all.size());
+  for (size_t k = 0; k < all.size(); ++k) used[k] = all[k] != 0.f;
+  return used;
+}
+
 void DataParallel::finish() {
   launch_ready(true);
+  const std::vector<bool> used = used_anywhere();
   const double inv = 1.0 / static_cast<double>(comm_.size());
   for (Bucket& b : buckets_) {
     b.request->wait();
@@ -99,6 +119,8 @@ void DataParallel::finish() {
     Tensor avg = kernels::mul_scalar(b.flat, inv);
     for (size_t s = 0; s < b.params.size(); ++s) {
       Variable& p = params_[b.params[s]];
+      b.got[s] = false;
+      if (!used[b.params[s]]) continue;  // no gradient on any rank: it keeps none
       Tensor slice = avg.narrow(0, b.offsets[s], p.numel()).view(p.shape());
       if (p.has_grad()) {
         Tensor g = p.grad();
@@ -106,7 +128,6 @@ void DataParallel::finish() {
       } else {
         p.set_grad(slice.clone());
       }
-      b.got[s] = false;
     }
     b.ready = 0;
   }
@@ -124,6 +145,10 @@ void DataParallel::average_buffers() {
 }
 
 void DataParallel::backward(const Variable& loss) {
+  if (!sync_) {  // no_sync(): accumulate locally; the next synchronised backward reduces it all
+    loss.backward();
+    return;
+  }
   overlapped_ = 0;
   {
     ag::LeafGradHookScope hook([this](const Variable& leaf) {

@@ -15,10 +15,21 @@
 // complete; its gradient is copied into its bucket, and a bucket whose parameters
 // are all in starts its non-blocking all-reduce at once, in bucket order (every
 // rank starts the same collectives in the same order), overlapping the rest of
-// the backward. After the backward, the remaining buckets are reduced (a
-// parameter with no gradient on this rank contributes zeros), every bucket is
-// scaled by 1/size and copied back into the parameters' gradients (overwriting
-// them: call it on zeroed gradients, as every training step here does).
+// the backward. After the backward, the remaining buckets are reduced, every
+// bucket is scaled by 1/size and copied back into the parameters' gradients.
+//
+// Gradient semantics (PyTorch DDP's, with find_unused_parameters):
+//   * What is reduced is each parameter's whole gradient buffer: gradients
+//     accumulate across backward calls until zero_grad(), and the average is of
+//     the accumulated gradients. A parameter this backward did not reach on this
+//     rank contributes the gradient it already holds (zeros when it holds none).
+//   * A parameter without a gradient on every rank (unused everywhere and never
+//     given one) keeps no gradient, so optimizers skip it as a 1-process run
+//     would; this takes one small extra all-reduce (a has-gradient mask) and a
+//     host read of it per synchronised backward.
+//   * no_sync(): inside its scope backward() is the plain local backward (no
+//     collective): gradient accumulation over micro-batches; the next
+//     synchronised backward() averages everything accumulated.
 //
 // Averaging makes N ranks with b rows each step like one process with the N * b
 // rows when the loss is a mean over the rows (or over tuples mined on the
@@ -56,7 +67,23 @@ class DataParallel {
   void broadcast_from(int root = 0);
   // loss.backward() with the bucketed all-reduce; then every parameter's grad is
   // the average over ranks of the ranks' gradients (and buffers are averaged).
+  // Inside a no_sync() scope: loss.backward() alone.
   void backward(const Variable& loss);
+
+  // While it lives, backward() only accumulates this rank's gradients (no collective).
+  class NoSync {
+   public:
+    explicit NoSync(DataParallel& dp) : dp_(dp), was_(dp.sync_) { dp_.sync_ = false; }
+    ~NoSync() { dp_.sync_ = was_; }
+    NoSync(const NoSync&) = delete;
+    NoSync& operator=(const NoSync&) = delete;
+
+   private:
+    DataParallel& dp_;
+    bool was_;
+  };
+  // auto guard = dp.no_sync(); dp.backward(loss1); ...  (every rank must do the same)
+  NoSync no_sync() { return NoSync(*this); }
 
   Communicator& comm() { return comm_; }
   int64_t bucket_count() const { return static_cast<int64_t>(buckets_.size()); }
@@ -77,6 +104,7 @@ class DataParallel {
   void build_buckets();
   void on_leaf(const Variable& leaf);
   void launch_ready(bool all);
+  std::vector<bool> used_anywhere();
   void finish();
   void average_buffers();
 
@@ -88,6 +116,7 @@ class DataParallel {
   std::vector<Bucket> buckets_;
   size_t next_launch_ = 0;
   int64_t bytes_ = 0, overlapped_ = 0;
+  bool sync_ = true;
 };
 
 }  // namespace mn::nn
