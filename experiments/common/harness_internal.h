@@ -1,6 +1,17 @@
-// The harness's private parts shared by harness.cpp and harness_loop.cpp: the
-// RunContext implementation with the stop control (signals, --stop-after,
-// --time-limit) and the epoch loop's entry point. Studies include harness.h.
+// The harness's private parts, shared by its files (studies include harness.h):
+//   harness.cpp          run_study (flags to exit status), run_training, --evaluate,
+//                        --export-weights
+//   harness_flags.cpp    the harness's flags, the precision and device choice,
+//                        study_config
+//   resume.cpp           the resume contract, the checks of a checkpoint given to
+//                        --resume or --evaluate, the epoch loop's stored progress
+//   ranks.cpp            a data-parallel run's ranks (join_world, rank_device, end_run)
+//   run_context.cpp      Context: the stop control (signals, --stop-after,
+//                        --time-limit), progress, finish_outputs
+//   epoch_loop.h         the epoch loop (epoch_loop.cpp, epoch_validation.cpp,
+//                        final_test.cpp), private to them and resume.cpp
+//   harness_util.cpp     file and folder checks, StepInputs, checkpoint metadata readers
+// The declarations below are grouped by the file that defines them.
 #pragma once
 #include <chrono>
 #include <memory>
@@ -8,6 +19,8 @@
 #include <string>
 
 #include "experiments/common/harness.h"
+#include "kernels/gemm_config.h"
+#include "runtime/error.h"
 
 namespace mn::exp {
 
@@ -16,8 +29,33 @@ struct TimeLimitTooShort : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Throws naming `flag` when `path` does not exist or is not a regular file.
-void check_regular_file(const std::string& path, const std::string& flag);
+// A usage error: exit status 2 (a bad flag, not a failed run). Made from an
+// mn::Error it keeps that error's check and source location for MN_DEBUG_ERRORS.
+struct UsageError : Error {
+  explicit UsageError(const std::string& msg) : Error(msg, __FILE__, __LINE__) {}
+  explicit UsageError(const Error& e) : Error(e) {}
+};
+
+// ---- harness_flags.cpp ----
+// Declares the harness's flags (harness.h) in `f`, those of the study's shape.
+void declare_harness_flags(Flags& f, const Study& st);
+// The precisions of this run from --precision (or the legacy --tf32) and the device.
+struct PrecisionChoice {
+  kernels::Precision conv = kernels::Precision::FP32, matmul = kernels::Precision::FP32;
+};
+PrecisionChoice choose_precision(const Flags& f, const Device& device);
+// "precision tf32: TF32 tensor cores for convolutions and dense layers" and the like.
+std::string precision_words(const PrecisionChoice& c);
+// {"conv": ..., "matmul": ...}: the precisions set now (summary.json's "precision").
+Json precision_json();
+// --device: auto, cpu, cuda or cuda:N (a usage error when misspelt, an error without CUDA).
+Device choose_device(const Flags& f);
+
+// ---- resume.cpp ----
+// --resume: the resume contract (harness.h) applied to `f` from `ckpt`'s metadata.
+void apply_resume_contract(Flags& f, const Study& st, const std::string& ckpt);
+// --evaluate: checks `ckpt` is this study's and restores its architecture flags.
+void apply_evaluate_checkpoint(Flags& f, const Study& st, const std::string& ckpt);
 // --resume: check_regular_file of `ckpt`; when it does not exist, the error says
 // whether a run was started in `out_dir` and why it saved nothing.
 void check_resume_checkpoint(const std::string& out_dir, const std::string& ckpt);
@@ -30,6 +68,28 @@ void check_resume_world_size(const nn::Metadata& md, const std::string& file);
 // (its weights would be ignored) a warning; both name the architecture flags that
 // did not come from the file's metadata config.
 void check_architecture_matches(Study& st, const Flags& f, const std::string& file, const char* flag);
+
+// ---- ranks.cpp ----
+// Under mpirun -np N > 1: joins the run's world (a usage error when the study does not
+// run data-parallel), shares the node's cores, appends the rank to `prog`, and
+// silences stdout off rank 0.
+void join_world(Study& st, std::string& prog);
+// Whether join_world joined a world of more than one rank.
+bool world_joined();
+// The device of this rank (--device cuda under mpirun: the local rank's GPU).
+Device rank_device(Device d, const Flags& f);
+// Returns `code`; a failure under mpirun ends every rank (MPI_Abort).
+int end_run(int code);
+
+// ---- harness_util.cpp ----
+// Throws naming `flag` when `path` does not exist or is not a regular file.
+void check_regular_file(const std::string& path, const std::string& flag);
+
+// ---- run_context.cpp ----
+// Whether SIGINT or SIGTERM arrived while a Context lived (the stop control).
+bool stop_signal_received();
+// The first `max_n` statistics as "name value ..." (4 significant digits).
+std::string stats_text(const Stats& s, size_t max_n);
 
 class Context : public RunContext {
  public:
@@ -84,7 +144,12 @@ class Context : public RunContext {
   std::unique_ptr<SignalGuard> signals_;
 };
 
+// ---- harness.cpp ----
 // The epoch-shaped run (or Study::run for custom studies), then the outputs.
 int run_training(Study& st, Context& ctx);
+
+// ---- epoch_loop.cpp ----
+// The epoch loop of an epoch-shaped study (EpochLoop, epoch_loop.h): its exit status.
+int train_epochs(Study& st, Context& ctx);
 
 }  // namespace mn::exp
