@@ -245,7 +245,7 @@ void count_host_read() {
 namespace cuda {
 namespace {
 
-size_t round_size(size_t n) {
+[[maybe_unused]] size_t round_size(size_t n) {  // used by the CUDA allocator only
   if (n == 0) n = 1;
   const size_t small = 512, large = 128 * 1024;
   size_t q = n < (1u << 20) ? small : large;

@@ -2,6 +2,7 @@
 // (runtime/comm.h). The MPI and NCCL backends are in comm_mpi.cpp / comm_nccl.cpp.
 #include "runtime/comm.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -32,12 +33,19 @@ LaunchInfo launch_info_from_env() {
   const int size = env_int({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}, &src);
   if (size < 0) return li;
   const int rank = env_int({"OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"}, &src);
-  const int local = env_int({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}, &src);
+  // The node's ranks: ours first (a user's override), then Open MPI's, MPICH / Hydra's, Slurm's.
+  const int local = env_int({"MN_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}, &src);
+  const int local_size =
+      env_int({"MN_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"}, &src);
   MN_CHECK(size >= 1 && rank >= 0 && rank < size, "launcher environment (", src, "): rank ", rank,
            " is not in a world of size ", size);
+  MN_CHECK(local_size < 0 || (local_size >= 1 && local_size <= size && std::max(local, 0) < local_size),
+           "launcher environment (", src, "): local rank ", std::max(local, 0), " of ", local_size,
+           " ranks on this node does not fit a world of ", size, " (MN_LOCAL_RANK / MN_LOCAL_SIZE set by hand?)");
   li.size = size;
   li.rank = rank;
   li.local_rank = local < 0 ? 0 : local;
+  li.local_size = local_size;
   li.source = src;
   return li;
 }

@@ -30,8 +30,11 @@ namespace mn {
 enum class ReduceOp { Sum, Max };
 
 // The launcher's view of this process (from the environment, before any MPI call).
+// local_rank / local_size: this process's place among the ranks of its node (its GPU,
+// its share of the cores); MN_LOCAL_RANK / MN_LOCAL_SIZE override the launcher's (a
+// launcher that sets neither: local rank 0, local size unknown, -1).
 struct LaunchInfo {
-  int rank = 0, size = 1, local_rank = 0;
+  int rank = 0, size = 1, local_rank = 0, local_size = -1;
   std::string source;  // the variables read ("OMPI_COMM_WORLD_*", "PMI_*", "SLURM_*"), "" without a launcher
 };
 LaunchInfo launch_info_from_env();

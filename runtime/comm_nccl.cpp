@@ -43,10 +43,16 @@ ncclDataType_t nccl_type(const char* op, const Tensor& t) {
 
 class NcclRequest final : public CommRequest {
  public:
-  NcclRequest(cudaEvent_t done, ncclComm_t comm) : done_(done), comm_(comm) {}
+  NcclRequest(cudaEvent_t done, ncclComm_t comm, int device) : done_(done), comm_(comm), device_(device) {}
   ~NcclRequest() override { CUDA_CHECK_NOTHROW(cudaEventDestroy(done_)); }
-  void wait() override { CUDA_CHECK(cudaStreamWaitEvent(cuda::stream(), done_, 0)); }
+  // The library's stream of the communicator's device (not of whatever device is current)
+  // waits for the collective.
+  void wait() override {
+    CudaDeviceScope scope(Device::cuda(device_));
+    CUDA_CHECK(cudaStreamWaitEvent(cuda::stream(), done_, 0));
+  }
   bool test() override {
+    CudaDeviceScope scope(Device::cuda(device_));
     ncclResult_t async = ncclSuccess;
     nccl_check(ncclCommGetAsyncError(comm_, &async), "all_reduce_async (test)");
     nccl_check(async, "all_reduce_async");
@@ -59,6 +65,7 @@ class NcclRequest final : public CommRequest {
  private:
   cudaEvent_t done_;
   ncclComm_t comm_;
+  int device_;
 };
 
 class NcclComm final : public Communicator {
@@ -152,7 +159,7 @@ class NcclComm final : public Communicator {
     cudaEvent_t done;
     CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventRecord(done, stream_));
-    return std::make_unique<NcclRequest>(done, comm_);
+    return std::make_unique<NcclRequest>(done, comm_, device_);
   }
   void check_blocks(const char* op, const Tensor& whole, const Tensor& block) const {
     check_comm_tensor(op, "nccl", whole, device());

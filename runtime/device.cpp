@@ -38,6 +38,39 @@ int cuda_device_count() {
 
 bool cuda_available() { return cuda_device_count() > 0; }
 
+namespace {
+class CudaDeviceCalls final : public DeviceCalls {
+ public:
+  int count() override { return cuda_device_count(); }
+  void set_current(int index) override {
+#ifdef MN_WITH_CUDA
+    CUDA_CHECK(cudaSetDevice(index));
+#else
+    MN_THROW("set_current: cuda:", index, " requested but this build has no CUDA");
+#endif
+  }
+};
+}  // namespace
+
+DeviceCalls& cuda_device_calls() {
+  static CudaDeviceCalls calls;
+  return calls;
+}
+
+int bind_local_rank_device(int local_rank, int local_size, DeviceCalls& calls) {
+  const int n = calls.count();
+  MN_CHECK(n > 0, "data-parallel rank (local rank ", local_rank, "): no CUDA device is visible to this process ",
+           "(CUDA_VISIBLE_DEVICES empty? no driver?); run with --device cpu or give each rank a GPU");
+  // One visible GPU per rank (Slurm --gpus-per-task, or CUDA_VISIBLE_DEVICES set per rank): it is ours.
+  const int index = n == 1 ? 0 : local_rank;
+  MN_CHECK(index < n && (n == 1 || local_size <= n), "data-parallel rank: local rank ", local_rank, " of ",
+           local_size > 0 ? std::to_string(local_size) : std::string("?"), " ranks on this node, but the node shows ",
+           n, " CUDA device(s) to each of them: NCCL needs one GPU per rank; start at most ", n,
+           " ranks per node (mpirun --map-by ppr:", n, ":node, srun --ntasks-per-node=", n, ")");
+  calls.set_current(index);
+  return index;
+}
+
 std::string device_name(Device d) {
   if (d.is_cpu()) return "cpu";
 #ifdef MN_WITH_CUDA

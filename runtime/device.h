@@ -42,6 +42,26 @@ void synchronize(Device d);
 // driver or device).
 int cuda_current_device();
 
+// The device calls that bind a process to its GPU, behind an interface so that the
+// binding logic is tested without a GPU (the tests pass a fake device count).
+class DeviceCalls {
+ public:
+  virtual ~DeviceCalls() = default;
+  virtual int count() = 0;                 // visible CUDA devices
+  virtual void set_current(int index) = 0;  // cudaSetDevice
+};
+// The CUDA runtime's (count() 0 in a build without CUDA or a machine without a GPU).
+DeviceCalls& cuda_device_calls();
+
+// A data-parallel rank's GPU, bound once before any other CUDA work: local_rank's
+// device (device 0 when the launcher shows each rank one GPU through
+// CUDA_VISIBLE_DEVICES) is made current, so this process's primary context, streams,
+// allocations and NCCL communicator are all on it and none is created on another
+// rank's GPU (CudaDeviceScope restores to it, not to device 0). Throws naming the
+// local rank, the node's ranks and its GPUs when they do not fit one GPU per rank
+// (NCCL's requirement). Returns the device index.
+int bind_local_rank_device(int local_rank, int local_size, DeviceCalls& calls);
+
 // Makes a CUDA device current for a scope and restores the caller's device on exit
 // (c10::cuda::CUDAGuard's role). Every CUDA entry point of the library runs inside
 // one for the device of the tensors it touches (runtime/dispatch.h's

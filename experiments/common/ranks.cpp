@@ -41,19 +41,26 @@ void join_world(Study& st, std::string& prog) {
   Communicator& w = world();
   g_world_ready = true;
   // Ranks on one node share its cores: without MN_NUM_THREADS each takes its share
-  // (hardware threads / ranks on the node), not all of them.
-  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  if (!std::getenv("MN_NUM_THREADS") && local && std::atoi(local) > 1)
-    set_num_threads(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / std::atoi(local)));
+  // (hardware threads / ranks on the node, as Open MPI, MPICH, Slurm or MN_LOCAL_SIZE
+  // say), not all of them.
+  const int local = launch_info_from_env().local_size;
+  if (!std::getenv("MN_NUM_THREADS") && local > 1)
+    set_num_threads(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local));
   prog += " [rank " + std::to_string(w.rank()) + " of " + std::to_string(w.size()) + "]";
   if (w.rank() != 0 && !std::freopen("/dev/null", "w", stdout))
     std::fprintf(stderr, "%s: warning: cannot silence this rank's stdout\n", prog.c_str());
 }
 
-// --device cuda under mpirun: the GPU of this process's local rank.
+// --device cuda under mpirun: the GPU of this process's local rank, bound (made
+// current) before the run's first CUDA work; an explicit --device cuda:N is bound as given.
 Device rank_device(Device d, const Flags& f) {
-  if (!g_world_ready || !d.is_cuda() || f.str("device").find(':') != std::string::npos) return d;
-  return Device::cuda(launch_info_from_env().local_rank % std::max(1, cuda_device_count()));
+  if (!g_world_ready || !d.is_cuda()) return d;
+  if (f.str("device").find(':') != std::string::npos) {
+    cuda_device_calls().set_current(d.index);
+    return d;
+  }
+  const LaunchInfo li = launch_info_from_env();
+  return Device::cuda(bind_local_rank_device(li.local_rank, li.local_size, cuda_device_calls()));
 }
 
 // After a failure on this rank, every other rank would wait in its next collective:
