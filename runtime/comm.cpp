@@ -52,6 +52,27 @@ LaunchInfo launch_info_from_env() {
 
 int world_size_from_env() { return launch_info_from_env().size; }
 
+namespace {
+double initial_collective_timeout() {
+  const char* v = std::getenv("MN_COLLECTIVE_TIMEOUT");
+  if (!v || !*v) return 1800.0;
+  char* end = nullptr;
+  const double s = std::strtod(v, &end);
+  MN_CHECK(end && *end == '\0' && s >= 0, "MN_COLLECTIVE_TIMEOUT='", v, "' is not a number of seconds (0: no limit)");
+  return s;
+}
+double& timeout_seconds() {
+  static double s = initial_collective_timeout();
+  return s;
+}
+}  // namespace
+
+void set_collective_timeout(double seconds) {
+  MN_CHECK(seconds >= 0, "set_collective_timeout: ", seconds, " s is negative (0: no limit)");
+  timeout_seconds() = seconds;
+}
+double collective_timeout() { return timeout_seconds(); }
+
 void check_comm_tensor(const char* op, const std::string& backend, const Tensor& t, Device expected) {
   MN_CHECK(t.defined(), op, " (", backend, "): undefined tensor");
   MN_CHECK(t.is_contiguous(), op, " (", backend, "): the tensor ", t.desc(), " must be contiguous");

@@ -74,6 +74,18 @@ class Communicator {
   [[noreturn]] virtual void abort(int code) = 0;
 };
 
+// The collective watchdog: a collective of the MPI communicator that has waited
+// `seconds` for the other ranks (0: forever) throws mn::Error naming the collective,
+// its number in this process and the ranks that did not answer a ping within a few
+// seconds (stopped, hung, or not in any collective), instead of waiting forever;
+// the program's main() then ends every rank (Communicator::abort: MPI_Abort). The
+// wait polls with a growing sleep (no core spinning at 100 % while a rank is slow).
+// Default 1800 s, or MN_COLLECTIVE_TIMEOUT (seconds); the harness's
+// --collective-timeout sets it. NCCL's collectives run on the device and are not
+// watched here (docs/distributed.md).
+void set_collective_timeout(double seconds);
+double collective_timeout();
+
 // True when this build has the MPI communicator (CMake found MPI).
 bool mpi_compiled();
 // True when this build has the NCCL communicator (built with CUDA and NCCL).

@@ -105,7 +105,7 @@ int run_study(std::unique_ptr<Study> study, int argc, char** argv) {
     st.declare_flags(f);
     try {
       if (!f.parse(argc, argv)) return kExitOk;
-      join_world(st, prog);
+      join_world(st, f, prog);
       const bool evaluating = st.can_evaluate() && !f.str("evaluate").empty();
       if (st.can_evaluate() && !f.str("export-weights").empty() && !evaluating)
         throw UsageError("--export-weights needs --evaluate CKPT: the checkpoint whose weights it writes");

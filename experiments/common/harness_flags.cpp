@@ -18,12 +18,16 @@ void declare_harness_flags(Flags& f, const Study& st) {
                "summary.json and report.md go");
   f.add_int("seed", 1, "seed of initialisation, sampling and dropout", 0);
   f.add_bool("resume", false, "continue the run in --out-dir from last.safetensors (also from a mid-epoch "
-             "stop) with its stored configuration; only --epochs, --time-limit, --stop-after, --device, --log-every, "
-             "--out-dir, --data-dir and --cache-dir may differ");
+             "stop) with its stored configuration; only --epochs, --time-limit, --stop-after, --collective-timeout, "
+             "--device, --log-every, --out-dir, --data-dir and --cache-dir may differ");
   f.add_double("time-limit", 0, "stop resumably before this many seconds of wall time have passed (0: none); "
                "the progress is saved and --resume continues exactly. Exit status 3", 0, 1e9);
   f.add_int("stop-after", 0, "stop resumably after this many training steps in this run (0: none); exit status 3",
             0);
+  f.add_double("collective-timeout", collective_timeout(), "data parallel (mpirun): a collective that waits this "
+               "many seconds for the other ranks ends the job naming the ranks that did not answer (0: wait forever); "
+               "longer than anything one rank does alone (rank 0's validation). MN_COLLECTIVE_TIMEOUT sets the "
+               "default", 0, 1e9);
   if (st.epoch_shaped()) f.add_int("epochs", st.default_epochs(), "training epochs", 1, 1000000);
   if (st.epoch_shaped())
     f.add_bool("cuda-graph", true, "GPU: capture the training step as a CUDA graph once and replay it, where the "

@@ -73,7 +73,7 @@ void check_architecture_matches(Study& st, const Flags& f, const std::string& fi
 // Under mpirun -np N > 1: joins the run's world (a usage error when the study does not
 // run data-parallel), shares the node's cores, appends the rank to `prog`, and
 // silences stdout off rank 0.
-void join_world(Study& st, std::string& prog);
+void join_world(Study& st, const Flags& f, std::string& prog);
 // Whether join_world joined a world of more than one rank.
 bool world_joined();
 // The device of this rank (--device cuda under mpirun: the local rank's GPU).

@@ -32,12 +32,13 @@ bool g_world_ready = false;
 
 bool world_joined() { return g_world_ready; }
 
-void join_world(Study& st, std::string& prog) {
+void join_world(Study& st, const Flags& f, std::string& prog) {
   const int n = world_size_from_env();
   if (n <= 1) return;
   if (!st.data_parallel())
     throw UsageError(st.name() + " does not run data-parallel: the launcher started " + std::to_string(n) +
                      " processes; run it as one process (without mpirun -np " + std::to_string(n) + ")");
+  set_collective_timeout(f.f64("collective-timeout"));
   Communicator& w = world();
   g_world_ready = true;
   // Ranks on one node share its cores: without MN_NUM_THREADS each takes its share

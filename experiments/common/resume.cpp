@@ -28,14 +28,14 @@ namespace mn::exp {
 // it computes: --epochs (restored when not given), the stop flags and the device
 // of this invocation, the out dir being resumed, and where the data and its
 // packed cache live (they must hold the same data).
-const std::vector<std::string> kResumeMayChange = {"epochs",   "time-limit", "stop-after", "device",   "log-every",
-                                                   "cuda-graph", "precision", "out-dir",  "resume", "data-dir",
-                                                   "cache-dir"};
+const std::vector<std::string> kResumeMayChange = {"epochs",    "time-limit", "stop-after", "collective-timeout",
+                                                   "device",    "log-every",  "cuda-graph", "precision",
+                                                   "out-dir",   "resume",     "data-dir",   "cache-dir"};
 
 namespace {
 // Flags of one invocation: never restored from a checkpoint.
-const char* kPerInvocation[] = {"time-limit", "stop-after", "device",        "out-dir",
-                                 "resume",     "evaluate",   "export-weights"};
+const char* kPerInvocation[] = {"time-limit", "stop-after", "collective-timeout", "device",
+                                 "out-dir",    "resume",     "evaluate",           "export-weights"};
 
 bool is_per_invocation(const std::string& k) {
   return std::find(std::begin(kPerInvocation), std::end(kPerInvocation), k) != std::end(kPerInvocation);
@@ -88,8 +88,8 @@ void apply_resume_contract(Flags& f, const Study& st, const std::string& ckpt) {
     }
     throw UsageError("--resume: --" + k + " is " + mine + " on " + source_name(o) + " but the run in '" + ckpt +
                      "' used " + theirs + "; a resumed run keeps its configuration (only --epochs, --time-limit, "
-                     "--stop-after, --device, --log-every, --out-dir, --data-dir, --cache-dir may change): drop --" + k +
-                     " or start a new run in another --out-dir");
+                     "--stop-after, --collective-timeout, --device, --log-every, --out-dir, --data-dir, --cache-dir "
+                     "may change): drop --" + k + " or start a new run in another --out-dir");
   }
 }
 

@@ -3,6 +3,10 @@
 
   harness_ranks.py kill   MPIRUN BIN OUT   a rank killed mid-run ends every rank within 30 s
   harness_ranks.py resume MPIRUN BIN OUT   --resume with another world size is refused, naming both
+  harness_ranks.py stop   MPIRUN BIN OUT   a rank stopped (SIGSTOP) mid-run: the others' collective watchdog
+                                           (--collective-timeout 10) ends the job, naming the silent rank
+  harness_ranks.py throw  MPIRUN BIN OUT   a rank whose setup throws (a missing --data-dir on rank 1 only)
+                                           ends every rank, its error line naming the rank
   harness_ranks.py equal  MPIRUN BIN OUT   5 steps of the main binary (cpu-demo without batch-norm, SGD):
                                            2 ranks with the global miner == 1 process, to float rounding;
                                            --mine-locally (another objective) differs
@@ -38,13 +42,13 @@ def children(pid):
     return [int(x) for x in out.split()]
 
 
-def kill_test(mpirun, binary, out):
+def start_training(mpirun, binary, out, extra):
+    """mpirun of the binary until training runs (rank 0 wrote config.txt, then 5 s); returns
+    (process, the two rank pids)."""
     shutil.rmtree(out, ignore_errors=True)
     env = dict(os.environ, MN_NUM_THREADS="1")
-    cmd = mpirun + [binary] + SMALL + ["--iters", "100000", "--out-dir", out]
+    cmd = mpirun + [binary] + SMALL + ["--iters", "100000", "--out-dir", out] + extra
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    # Training has started once rank 0 wrote config.txt (after loading the data) and a few
-    # seconds passed; then kill the second rank. (stdout is a pipe: its lines come late.)
     t0 = time.time()
     while not os.path.exists(os.path.join(out, "config.txt")):
         if p.poll() is not None or time.time() - t0 > 300:
@@ -56,6 +60,11 @@ def kill_test(mpirun, binary, out):
     if len(ranks) < 2:
         p.kill()
         sys.exit(f"expected 2 rank processes under mpirun (pid {p.pid}), found {ranks}")
+    return p, ranks
+
+
+def kill_test(mpirun, binary, out):
+    p, ranks = start_training(mpirun, binary, out, [])
     victim = max(ranks)  # a rank's process (the later-started one), not mpirun itself
     os.kill(victim, signal.SIGKILL)
     killed_at = time.time()
@@ -74,6 +83,57 @@ def kill_test(mpirun, binary, out):
         sys.exit(f"the other rank took {took:.1f} s to end (limit 30 s)")
     if "signal 9" not in text and "Killed" not in text:
         sys.exit("mpirun did not say which rank died")
+
+
+def stop_test(mpirun, binary, out):
+    timeout = 10
+    p, ranks = start_training(mpirun, binary, out, ["--collective-timeout", str(timeout)])
+    victim = max(ranks)
+    os.kill(victim, signal.SIGSTOP)
+    stopped_at = time.time()
+    try:
+        text, _ = p.communicate(timeout=timeout + 60)
+    except subprocess.TimeoutExpired:
+        for r in ranks:
+            os.kill(r, signal.SIGKILL)
+        p.kill()
+        sys.exit(f"HANG: the job was still running {timeout + 60} s after a rank was stopped")
+    finally:
+        try:
+            os.kill(victim, signal.SIGKILL)  # never leave a stopped process behind
+        except ProcessLookupError:
+            pass
+    took = time.time() - stopped_at
+    print(text[-3000:])
+    print(f"mpirun status {p.returncode}, {took:.1f} s after the stop (--collective-timeout {timeout})")
+    if p.returncode == 0:
+        sys.exit("the run with a stopped rank ended with status 0")
+    if took > timeout + 30:
+        sys.exit(f"the job took {took:.1f} s to end after the stop (timeout {timeout} s + 30 s)")
+    if "did not answer a ping" not in text or not any(f"rank(s) {r} did not answer" in text for r in (0, 1)):
+        sys.exit("the watchdog's error does not name the stopped rank")
+
+
+def throw_test(mpirun, binary, out):
+    # MPMD: rank 0 as usual, rank 1 with a data folder that does not exist (its set-up throws).
+    shutil.rmtree(out, ignore_errors=True)
+    env = dict(os.environ, MN_NUM_THREADS="1")
+    launcher = [a for a in mpirun if a not in ("-np", "2")]
+    args = SMALL + ["--iters", "100000", "--out-dir", out]
+    cmd = launcher + ["-np", "1", binary] + args + [":", "-np", "1", binary] + args + ["--data-dir", out + "/none"]
+    t0 = time.time()
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    except subprocess.TimeoutExpired:
+        sys.exit("HANG: a rank threw and the job was still running after 120 s")
+    took = time.time() - t0
+    text = r.stdout + r.stderr
+    print(text[-3000:])
+    print(f"mpirun status {r.returncode} after {took:.1f} s")
+    if r.returncode == 0:
+        sys.exit("the run with a throwing rank ended with status 0")
+    if "[rank 1 of 2]" not in text or "none" not in text:
+        sys.exit("the error line does not name rank 1 and its missing data folder")
 
 
 def resume_test(mpirun, binary, out):
@@ -148,11 +208,12 @@ def equal_test(mpirun, binary, out):
 
 
 def main():
-    if len(sys.argv) != 5 or sys.argv[1] not in ("kill", "resume", "equal"):
+    tests = {"kill": kill_test, "stop": stop_test, "throw": throw_test, "resume": resume_test, "equal": equal_test}
+    if len(sys.argv) != 5 or sys.argv[1] not in tests:
         sys.exit(__doc__)
     mode, mpirun, binary, out = sys.argv[1], sys.argv[2].split(";"), sys.argv[3], sys.argv[4]
     data_or_skip()
-    {"kill": kill_test, "resume": resume_test, "equal": equal_test}[mode](mpirun, binary, out)
+    tests[mode](mpirun, binary, out)
     print("ok")
 
 

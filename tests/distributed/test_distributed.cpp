@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <random>
 
@@ -411,6 +412,29 @@ TEST(MpiFailure, KilledRankEndsEveryRank) {
     c.all_reduce(t, ReduceOp::Max);
   }
   FAIL() << "rank " << c.rank() << " ran 10^6 all-reduces: the killed rank was not noticed";
+}
+
+// A rank stopped (SIGSTOP) in a stream of all-reduces: the other's watchdog ends its wait
+// after the timeout with an error naming the stopped rank, and aborts the job as the
+// harness's main() does (ctest's distributed.stopped_rank_named, MN_TEST_STOP_RANK=1,
+// which times it and reads the message).
+TEST(MpiFailure, StoppedRankIsNamedByTheWatchdog) {
+  if (!std::getenv("MN_TEST_STOP_RANK")) GTEST_SKIP() << "run by ctest as distributed.stopped_rank_named";
+  MN_NEED_RANKS(2);
+  mn::set_collective_timeout(3);
+  Communicator& c = mn::world();
+  Tensor t = Tensor::ones({1024});
+  try {
+    for (int i = 0; i < 1000000; ++i) {
+      if (i == 3 && c.rank() == 1) std::raise(SIGSTOP);
+      c.all_reduce(t, ReduceOp::Max);
+    }
+  } catch (const mn::Error& e) {
+    std::fprintf(stderr, "[rank %d] error: %s\n", c.rank(), e.what());
+    std::fflush(stderr);
+    c.abort(1);
+  }
+  FAIL() << "rank " << c.rank() << " ran 10^6 all-reduces: the stopped rank was not noticed";
 }
 
 }  // namespace

@@ -1,0 +1,45 @@
+# A rank of a 2-rank run fails in the middle of a stream of all-reduces; the other must not hang.
+#   MODE=kill (distributed.killed_rank_ends_all): rank 1 kills itself (SIGKILL); mpirun must end
+#     the job and say a rank was killed.
+#   MODE=stop (distributed.stopped_rank_named): rank 1 stops itself (SIGSTOP); rank 0's collective
+#     watchdog (3 s) must end the job, its error naming rank 1.
+# Passes when mpirun ends with a failure status within LIMIT seconds and says so.
+# -DMODE=kill|stop -DMPIRUN="mpirun;-np;2;..." -DBIN=<mn_tests_distributed> -DLIMIT=<seconds>
+if(MODE STREQUAL "kill")
+  set(env MN_TEST_KILL_RANK=1)
+  set(filter MpiFailure.KilledRankEndsEveryRank)
+  set(said "signal 9|Killed|exited on signal|killed")
+  set(what "a killed rank")
+elseif(MODE STREQUAL "stop")
+  set(env MN_TEST_STOP_RANK=1)
+  set(filter MpiFailure.StoppedRankIsNamedByTheWatchdog)
+  set(said "rank\\(s\\) 1 did not answer a ping")
+  set(what "a stopped rank")
+else()
+  message(FATAL_ERROR "MODE must be kill or stop, not '${MODE}'")
+endif()
+string(TIMESTAMP t0 "%s")
+execute_process(COMMAND ${CMAKE_COMMAND} -E env ${env} MN_NUM_THREADS=1 ${MPIRUN} ${BIN} --gtest_filter=${filter}
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
+string(TIMESTAMP t1 "%s")
+math(EXPR secs "${t1} - ${t0}")
+message("mpirun status: ${rc} after ${secs} s\n--- stdout (tail) ---")
+string(LENGTH "${out}" n)
+if(n GREATER 3000)
+  math(EXPR start "${n} - 3000")
+  string(SUBSTRING "${out}" ${start} 3000 out)
+endif()
+message("${out}\n--- stderr ---\n${err}")
+if(rc STREQUAL "0")
+  message(FATAL_ERROR "the run with ${what} ended with status 0")
+endif()
+if(rc MATCHES "timeout|Process terminated due to timeout")
+  message(FATAL_ERROR "the run with ${what} hung (killed after 120 s)")
+endif()
+if(secs GREATER ${LIMIT})
+  message(FATAL_ERROR "the other rank took ${secs} s to end (limit ${LIMIT} s)")
+endif()
+if(NOT "${out}${err}" MATCHES "${said}")
+  message(FATAL_ERROR "the output does not say what happened to rank 1 (expected: ${said})")
+endif()
+message("ok: every rank ended ${secs} s after rank 1 failed (${MODE})")
