@@ -2,8 +2,19 @@
 #include "nn/distributed.h"
 
 #include "kernels/elementwise.h"
+#include "nn/layers/batchnorm.h"
 
 namespace mn::nn {
+
+int64_t sync_batch_norms(Module& model, Communicator* comm) {
+  int64_t n = 0;
+  if (auto* bn = dynamic_cast<BatchNorm*>(&model)) {
+    bn->sync_with(comm);
+    ++n;
+  }
+  for (auto& [name, child] : model.named_children()) n += sync_batch_norms(*child, comm);
+  return n;
+}
 
 DataParallel::DataParallel(Module& model, Communicator& comm, DataParallelOptions o)
     : model_(model), comm_(comm), opt_(o) {

@@ -36,8 +36,9 @@
 // gathered global batch: ag::all_gather_rows returns size * its rows' gradient,
 // which the average divides back). Float sums in another order differ in the
 // last bits: equal to float rounding, not bit for bit. Batch-norm normalises each rank's rows with
-// their own statistics (no synchronised batch-norm), and its running statistics
-// are averaged over ranks after each step (average_buffers) so replicas agree.
+// their own statistics unless sync_batch_norms() made it use the global batch's, and its
+// running statistics are averaged over ranks after each step (average_buffers) so
+// replicas agree.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -55,6 +56,10 @@ struct DataParallelOptions {
   bool overlap = true;                       // start buckets during the backward (false: all after it)
   bool average_buffers = true;               // average floating buffers (batch-norm statistics) each step
 };
+
+// --sync-bn: every nn::BatchNorm in `model` normalises training batches with the
+// statistics of all ranks' rows (ag::sync_batch_norm); returns how many. Null: local again.
+int64_t sync_batch_norms(Module& model, Communicator* comm);
 
 class DataParallel {
  public:

@@ -74,6 +74,7 @@ std::string EpochLoop::data_parallel_line(const Json& sum) const {
     l += " (" + dp["gradient_buckets"].dump() + " bucket(s), " + dp["gradient_bytes_per_step"].dump() +
          " bytes per step)";
   if (dp.contains("mining")) l += "; mining: " + dp["mining"].get<std::string>();
+  if (dp.contains("batch_norm")) l += "; batch-norm statistics: " + dp["batch_norm"].get<std::string>();
   return l + "\n";
 }
 

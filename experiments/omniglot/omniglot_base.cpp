@@ -57,7 +57,8 @@ static void set_help_sections(Flags& f) {
       {"evaluation", false, {"val-triplets", "val-tasks", "val-way", "test-dir", "test-tasks", "test-way", "test-seed",
                              "tta", "tta-scale", "ensemble", "eval-batch", "eval-distance", "export-weights"}},
       {"run control and legacy", false, {"cache-dir", "stop-after", "log-every", "cuda-graph", "precision", "tf32",
-                                         "deterministic", "mine-locally", "config"}},
+                                         "deterministic", "mine-locally", "sync-bn", "collective-timeout",
+                                         "config"}},
   });
 }
 
@@ -107,6 +108,9 @@ void OmniglotStudy::declare_flags(Flags& f) {
   f.add_bool("input-norm", false, "scale inputs to [0, 1] (ink = 1) instead of raw 0..255 (ink = 255)");
   f.add_bool("lrn", false, "local response normalisation after each pooling layer");
   f.add_bool("batchnorm", false, "batch normalisation after each pooling layer");
+  f.add_bool("sync-bn", false, "data-parallel runs (mpirun -np N): batch normalisation with the statistics of the "
+             "global batch (every rank's rows; PyTorch's SyncBatchNorm) instead of each rank's own rows; 2 ranks then "
+             "train like one process on the whole batch");
   f.add_double("dropout", 0.0, "dropout rate after each pooling layer and before the dense layer", 0.0, 0.99);
   f.add_bool("augment", false, "Koch's random affine distortions of training images");
   f.add_string("optimizer", "adam", tri ? "adam (the study) or sgd" : "adam (the study's baseline) or sgd "
@@ -352,6 +356,7 @@ void OmniglotStudy::setup(RunContext& ctx) {
     world_ = ctx.world_size();
     comm_ = &ctx.device_comm();
     dp_ = std::make_unique<nn::DataParallel>(model(), *comm_);
+    if (f_->flag("sync-bn")) sync_bn_layers_ = nn::sync_batch_norms(model(), comm_);
     dp_->broadcast_from(0);  // the same seed made the same weights; this makes sure
   }
 }
@@ -362,6 +367,9 @@ Json OmniglotStudy::data_parallel_summary() const {
   j["gradient_buckets"] = dp_->bucket_count();
   j["gradient_bytes_per_step"] = dp_->bytes_per_step();
   j["buckets_started_during_backward"] = dp_->buckets_overlapped();
+  j["batch_norm"] = f_->flag("sync-bn") ? "synchronised over ranks (--sync-bn), " + std::to_string(sync_bn_layers_) +
+                                              " layer(s)"
+                                        : std::string("per rank (each rank's own rows)");
   return j;
 }
 

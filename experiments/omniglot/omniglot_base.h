@@ -107,6 +107,7 @@ class OmniglotStudy : public Study {
   int rank_ = 0, world_ = 1;
   Communicator* comm_ = nullptr;  // the device's communicator (MPI or NCCL) when world_ > 1
   std::unique_ptr<nn::DataParallel> dp_;
+  int64_t sync_bn_layers_ = 0;  // --sync-bn: the BatchNorm layers synchronised over the ranks
 
   // ---- shared helpers ----
   // Embeds `x` in chunks of --eval-batch with `embed` (no gradient).

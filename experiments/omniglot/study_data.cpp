@@ -111,7 +111,7 @@ PairBatch StudyData::pair_batch(int64_t B) {
   return {left, right, Tensor::from_vector(target, {B}, device_)};
 }
 
-PKBatch StudyData::pk_batch(int64_t P, int64_t K, Generator& g) {
+PKBatch StudyData::pk_batch(int64_t P, int64_t K, Generator& g, int64_t first, int64_t count) {
   need_splits("a P x K batch");
   if (!train_images_device_.defined()) train_images_device_ = splits_.train.images.to(device_);
   std::vector<int64_t> idx =
@@ -122,14 +122,20 @@ PKBatch StudyData::pk_batch(int64_t P, int64_t K, Generator& g) {
   std::vector<int64_t> labels;
   for (int64_t i : idx) labels.push_back(train_classes_->label_of(i));
   const int64_t n = static_cast<int64_t>(idx.size());
-  Tensor x = data::gather_images_float(train_images_device_, Tensor::from_vector(idx, {n}, device_),
+  if (count < 0) count = n - first;
+  MN_CHECK(first >= 0 && count >= 1 && first + count <= n, "pk_batch: rows [", first, ", ", first + count,
+           ") of a batch of ", n);
+  const std::vector<int64_t> mine(idx.begin() + first, idx.begin() + first + count);
+  Tensor x = data::gather_images_float(train_images_device_, Tensor::from_vector(mine, {count}, device_),
                                        data::FloatMode::Ink01);
   if (f_.flag("augment")) {
     // Koch's affine distortions (translation scaled to the image size), ink-high
-    // inputs so the outside is 0 (paper). Drawn from `g` after the batch's indices.
+    // inputs so the outside is 0 (paper). Drawn from `g` after the batch's indices,
+    // for every row of the batch (the stream is every rank's), applied to ours.
     const int64_t S = x.size(2);
     auto params = data::draw_koch_affines(n, S, S, koch_options(image_size_), g);
-    x = data::affine_warp(x.reshape({n, S, S}), params, 0.0).reshape({n, 1, S, S});
+    params = std::vector<data::Affine2D>(params.begin() + first, params.begin() + first + count);
+    x = data::affine_warp(x.reshape({count, S, S}), params, 0.0).reshape({count, 1, S, S});
   }
   if (!f_.flag("input-norm")) x = kernels::mul_scalar(x, 255.0);
   return {x, Tensor::from_vector(labels, {n}, device_)};

@@ -26,7 +26,7 @@ struct TripletBatch {
 };
 // P classes x K images for online mining.
 struct PKBatch {
-  Tensor images;  // (P*K, 1, S, S)
+  Tensor images;  // (P*K, 1, S, S), or the requested rows of them
   Tensor labels;  // (P*K) int64 on the device
 };
 struct PairBatch {
@@ -63,7 +63,11 @@ class StudyData {
   uint64_t loader_seed() const { return loader_seed_; }
   uint64_t loader_offset() const { return loader_offset_; }
   // Online mining batch: P classes x K images, drawn with `g`.
-  PKBatch pk_batch(int64_t P, int64_t K, Generator& g);
+  // The whole batch's indices (and augmentations) are drawn from g on every rank; only
+  // rows [first, first + count) are gathered and warped (count -1: all), so a
+  // data-parallel rank builds only its own rows. labels: the whole batch's (the
+  // global miner needs them).
+  PKBatch pk_batch(int64_t P, int64_t K, Generator& g, int64_t first = 0, int64_t count = -1);
 
   // uint8 (n, H, W) -> (n, 1, H, W) float32 input on the device.
   Tensor to_input(const Tensor& images_u8) const;

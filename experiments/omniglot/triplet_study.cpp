@@ -249,7 +249,10 @@ class TripletStudy : public OmniglotStudy {
   void prepare_step() override {
     const int64_t B = f_->i64("batch");
     if (f_->str("sampling") == "online-balanced" || is_online_sampling(f_->str("sampling"))) {
-      PKBatch pk = data_->pk_batch(B, f_->i64("per-class"), sample_gen_);
+      // Every rank draws the whole batch (the same stream), gathers only its own rows.
+      const int64_t n = B * f_->i64("per-class"), mine = n / world_;
+      MN_CHECK(mine * world_ == n, name(), ": a batch of ", n, " rows does not split over ", world_, " ranks");
+      PKBatch pk = data_->pk_batch(B, f_->i64("per-class"), sample_gen_, rank_ * mine, mine);
       inputs_.keep(0, pk.images);
       inputs_.keep(1, pk.labels);
     } else {
@@ -265,7 +268,7 @@ class TripletStudy : public OmniglotStudy {
     DeviceStats s;
     if (f_->str("sampling") == "online-balanced") {
       PKBatch pk{inputs_[0], inputs_[1]};
-      auto [e, labels] = mining_batch(net_->embed_candidate(Variable(my_rows(pk.images))), pk.labels);
+      auto [e, labels] = mining_batch(net_->embed_candidate(Variable(pk.images)), pk.labels);
       nn::ObjectiveOutput out = whole_batch_objective()(e, labels, &sample_gen_);
       backward(out.loss);
       // mean_pos / mean_neg are similarities for multi-similarity (nn/objective.h).
@@ -274,7 +277,7 @@ class TripletStudy : public OmniglotStudy {
       // P x K batch (K = 3 by default: 3B images, as many as B random triplets),
       // mined on the device from the detached squared distances of the embeddings.
       PKBatch pk{inputs_[0], inputs_[1]};
-      auto [e, labels] = mining_batch(net_->embed_candidate(Variable(my_rows(pk.images))), pk.labels);
+      auto [e, labels] = mining_batch(net_->embed_candidate(Variable(pk.images)), pk.labels);
       kernels::MinerParams mp;
       mp.kind = miner_by_name(f_->str("sampling"));
       mp.margin = f_->f64("margin");

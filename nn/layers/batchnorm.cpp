@@ -1,6 +1,8 @@
 // nn::BatchNorm (nn/layers/batchnorm.h).
 #include "nn/layers/batchnorm.h"
 
+#include "autograd/ops_dist.h"
+
 namespace mn::nn {
 
 BatchNorm::BatchNorm(const BatchNormOptions& o) : opt_(o) {
@@ -23,6 +25,7 @@ Variable BatchNorm::forward(const Variable& x) {
   const bool use_batch_stats = is_training() || !opt_.track_running_stats;
   Tensor rm = running_mean_ ? *running_mean_ : Tensor();
   Tensor rv = running_var_ ? *running_var_ : Tensor();
+  if (sync_ && is_training()) return ag::sync_batch_norm(x, weight_, bias_, rm, rv, opt_.momentum, opt_.eps, *sync_);
   return ag::batch_norm(x, weight_, bias_, rm, rv, use_batch_stats, opt_.momentum, opt_.eps);
 }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "autograd/ops_layers.h"
+#include "runtime/comm.h"
 #include "nn/module.h"
 
 namespace mn::nn {
@@ -40,9 +41,14 @@ class BatchNorm : public Module {
   Tensor running_mean() const { return running_mean_ ? *running_mean_ : Tensor(); }
   Tensor running_var() const { return running_var_ ? *running_var_ : Tensor(); }
   const BatchNormOptions& options() const { return opt_; }
+  // Training-mode statistics over every rank of `comm` (ag::sync_batch_norm); null:
+  // this rank's rows only. Evaluation mode never communicates (rank 0 validates alone).
+  void sync_with(Communicator* comm) { sync_ = comm; }
+  Communicator* synced_with() const { return sync_; }
 
  private:
   BatchNormOptions opt_;
+  Communicator* sync_ = nullptr;
   Variable weight_, bias_;
   Tensor* running_mean_ = nullptr;  // owned by Module's buffer list (stable address)
   Tensor* running_var_ = nullptr;

@@ -9,7 +9,8 @@
                                            ends every rank, its error line naming the rank
   harness_ranks.py equal  MPIRUN BIN OUT   5 steps of the main binary (cpu-demo without batch-norm, SGD):
                                            2 ranks with the global miner == 1 process, to float rounding;
-                                           --mine-locally (another objective) differs
+                                           --mine-locally (another objective) differs; with batch-norm,
+                                           2 ranks with --sync-bn == 1 process, per-rank statistics differ
 
 MPIRUN is the launcher with its flags, ';'-separated (CMake's list). The runs use the
 Omniglot data where the study looks for it ($MN_DATA_DIR, ...); without it the test
@@ -187,8 +188,12 @@ def equal_test(mpirun, binary, out):
     args = ["--preset", "cpu-demo", "--no-conv4-bn", "--optimizer", "sgd", "--lr", "0.01", "--epochs", "1",
             "--iters", "6", "--stop-after", "5"]
     env = dict(os.environ, MN_NUM_THREADS="1")
+    # With batch-norm (conv4's default): per-rank statistics differ from one process;
+    # --sync-bn's global-batch statistics do not.
+    bn = [a for a in args if a != "--no-conv4-bn"]
     runs = {"one": [binary] + args, "two": mpirun + [binary] + args,
-            "two_local": mpirun + [binary] + args + ["--mine-locally"]}
+            "two_local": mpirun + [binary] + args + ["--mine-locally"],
+            "one_bn": [binary] + bn, "two_bn": mpirun + [binary] + bn, "two_sync_bn": mpirun + [binary] + bn + ["--sync-bn"]}
     for name, cmd in runs.items():
         shutil.rmtree(os.path.join(out, name), ignore_errors=True)
         r = subprocess.run(cmd + ["--out-dir", os.path.join(out, name)], capture_output=True, text=True, env=env,
@@ -205,6 +210,14 @@ def equal_test(mpirun, binary, out):
         sys.exit("the 2-rank run left the 1-process weights")
     if other <= 1:
         sys.exit("--mine-locally gave the 1-process weights too: the comparison cannot tell the objectives apart")
+    sync = worst_ratio(last("one_bn"), last("two_sync_bn"), 1e-6, 1e-5)
+    per_rank = worst_ratio(last("one_bn"), last("two_bn"), 1e-6, 1e-5)
+    print(f"with batch-norm: 2 ranks --sync-bn vs 1 process: worst {sync:.4g} of the tolerance; per-rank "
+          f"statistics: {per_rank:.4g}")
+    if sync > 1:
+        sys.exit("the 2-rank --sync-bn run left the 1-process weights")
+    if per_rank <= 1:
+        sys.exit("per-rank batch-norm gave the 1-process weights too: the comparison cannot tell them apart")
 
 
 def main():

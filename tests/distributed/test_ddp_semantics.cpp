@@ -3,7 +3,7 @@
 // backward does not reach keeps what it had, a parameter without a gradient on every
 // rank keeps none (so an optimizer skips it), and no_sync() accumulates locally with no
 // collective. DataParallel.* run in a world of one (ctest's single-process run of this
-// binary); Mpi.* need mpirun -np 2 (distributed.mpi_2ranks).
+// binary); Mpi.* need mpirun -np 2 (distributed.mpi_2ranks), Mpi4.* -np 4 (distributed.mpi_4ranks).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -197,6 +197,40 @@ TEST(Mpi, NoSyncMicroBatchesEqualOneProcess) {
     const auto x = a[i].data().to_double_vector(), y = b[i].data().to_double_vector();
     for (size_t k = 0; k < x.size(); ++k) EXPECT_NEAR(x[k], y[k], 1e-12 + 1e-11 * std::abs(x[k])) << "param " << i;
   }
+}
+
+// 4 ranks (oversubscribed; ctest's distributed.mpi_4ranks), a different graph per rank:
+// the even ranks' losses reach a and b, the odd ranks' a only, c is reached nowhere. Two
+// steps of Adam with weight decay against one process minimising the mean of the four
+// losses: a and b equal to rounding, c untouched (no gradient on any rank: Adam skips it).
+TEST(Mpi4, DifferentGraphPerRankEqualsOneProcess) {
+  if (mn::world().size() != 4) GTEST_SKIP() << "needs mpirun -np 4: ctest runs it as distributed.mpi_4ranks";
+  Communicator& comm = mn::world();
+  const int r = comm.rank();
+  ThreeParams ref, m;
+  mn::nn::Adam ref_opt(ref.parameters(), 0.05, 0.1), opt(m.parameters(), 0.05, 0.1);
+  mn::nn::DataParallel dp(m, comm);
+  auto x_of = [](int rank, int step) { return input({1.0 + rank, -0.5 * step, 2.0 - rank}); };
+  auto loss_of = [&](ThreeParams& net, int rank, int step) {
+    return rank % 2 == 0 ? loss_ab(net, x_of(rank, step)) : loss_a(net, x_of(rank, step));
+  };
+  const auto c0 = m.c.data().to_double_vector();
+  for (int step = 0; step < 2; ++step) {
+    Variable total = loss_of(ref, 0, step);
+    for (int q = 1; q < 4; ++q) total = mn::ag::add(total, loss_of(ref, q, step));
+    mn::ag::mul(total, 0.25).backward();
+    ref_opt.step();
+    ref_opt.zero_grad();
+    dp.backward(loss_of(m, r, step));
+    opt.step();
+    opt.zero_grad();
+  }
+  for (auto [mine, theirs] : {std::pair{m.a, ref.a}, std::pair{m.b, ref.b}}) {
+    const auto u = mine.data().to_double_vector(), v = theirs.data().to_double_vector();
+    for (size_t i = 0; i < u.size(); ++i) EXPECT_NEAR(u[i], v[i], 1e-13);
+  }
+  EXPECT_FALSE(m.c.has_grad());
+  EXPECT_EQ(m.c.data().to_double_vector(), c0);
 }
 
 }  // namespace
