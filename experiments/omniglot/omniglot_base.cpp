@@ -356,6 +356,7 @@ void OmniglotStudy::setup(RunContext& ctx) {
     world_ = ctx.world_size();
     comm_ = &ctx.device_comm();
     dp_ = std::make_unique<nn::DataParallel>(model(), *comm_);
+    if (Generator* g = dropout_generator()) g->set_state(rank_stream_seed(g->seed(), rank_), g->offset());
     if (f_->flag("sync-bn")) sync_bn_layers_ = nn::sync_batch_norms(model(), comm_);
     dp_->broadcast_from(0);  // the same seed made the same weights; this makes sure
   }
@@ -395,6 +396,17 @@ void OmniglotStudy::begin_epoch(int64_t epoch) {
   }
 }
 
+// Each rank's dropout masks from a stream of its own: rank 0 keeps the seed (a 1-process
+// run is unchanged), rank r > 0 a SplitMix64 of (seed, r). The offsets stay common (every
+// rank draws as many blocks a step), so rank 0's checkpoint restores every rank's stream.
+uint64_t rank_stream_seed(uint64_t seed, int rank) {
+  if (rank == 0) return seed;
+  uint64_t z = seed + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(rank);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
 // ------------------------------------------------------------- checkpoints --
 void OmniglotStudy::save_state(nn::Metadata& md) const {
   nn::put_generator_state(md, "rng.sample", sample_gen_);
@@ -405,7 +417,10 @@ void OmniglotStudy::save_state(nn::Metadata& md) const {
 
 void OmniglotStudy::load_state(const nn::Metadata& md, const std::string& file) {
   nn::get_generator_state(md, "rng.sample", sample_gen_, file);
-  if (Generator* g = dropout_generator()) nn::get_generator_state(md, "rng.dropout", *g, file);
+  if (Generator* g = dropout_generator()) {
+    nn::get_generator_state(md, "rng.dropout", *g, file);  // rank 0's (it wrote the checkpoint)
+    g->set_state(rank_stream_seed(g->seed(), rank_), g->offset());
+  }
   Generator lg;
   nn::get_generator_state(md, "rng.loader", lg, file);
   loader_seed_ = lg.seed();

@@ -79,7 +79,8 @@ class OmniglotStudy : public Study {
   // --group-lr / --group-momentum before any data is loaded).
   virtual size_t param_group_count(const Flags& f) const = 0;
   // The generator of the trunk's dropout masks (saved in checkpoints); null when
-  // the trunk has no dropout (conv4).
+  // the trunk has no dropout (conv4). In a data-parallel run each rank's is seeded
+  // with rank_stream_seed (rank 0's checkpoint restores them all).
   virtual Generator* dropout_generator() const = 0;
   // Flag values of a named preset for this net kind (empty: the kind has no such
   // preset); `f` holds what the user set, which a preset may adapt to.
@@ -161,6 +162,10 @@ class OmniglotStudy : public Study {
   // Loads the members; the report's lines (validation alone vs ensemble).
   std::string begin_ensemble(Json& out);
 };
+
+// A data-parallel rank's dropout seed: `seed` itself for rank 0, a SplitMix64 of
+// (seed, rank) for the others (distinct streams, the same offsets).
+uint64_t rank_stream_seed(uint64_t seed, int rank);
 
 // --ensemble's comma-separated checkpoint paths; throws on an empty item.
 std::vector<std::string> ensemble_paths(const std::string& list);

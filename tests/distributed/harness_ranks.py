@@ -7,6 +7,9 @@
                                            (--collective-timeout 10) ends the job, naming the silent rank
   harness_ranks.py throw  MPIRUN BIN OUT   a rank whose setup throws (a missing --data-dir on rank 1 only)
                                            ends every rank, its error line naming the rank
+  harness_ranks.py dropout MPIRUN BIN OUT  with dropout (cpu-demo's conv4, its masks from a stream per rank):
+                                           2 ranks stopped after 3 steps and resumed end bit for bit where
+                                           6 uninterrupted steps end (each rank's stream restored)
   harness_ranks.py equal  MPIRUN BIN OUT   5 steps of the main binary (cpu-demo without batch-norm, SGD):
                                            2 ranks with the global miner == 1 process, to float rounding;
                                            --mine-locally (another objective) differs; with batch-norm,
@@ -158,6 +161,30 @@ def resume_test(mpirun, binary, out):
         sys.exit(f"the 2-rank --resume should continue and stop resumably again (status 3), got {again.returncode}")
 
 
+def dropout_test(mpirun, binary, out):
+    # cpu-demo's conv4 with dropout 0.3: its masks are drawn by every rank from a stream of
+    # its own. A stop after 3 steps and a resume must continue every rank's stream where it
+    # was: the final weights then equal an uninterrupted run's bit for bit.
+    args = ["--preset", "cpu-demo", "--dropout", "0.3", "--epochs", "1", "--iters", "8", "--val-tasks", "20",
+            "--val-triplets", "100"]
+    env = dict(os.environ, MN_NUM_THREADS="1")
+    for name in ("straight", "resumed"):
+        shutil.rmtree(os.path.join(out, name), ignore_errors=True)
+    def run(name, extra, want):
+        r = subprocess.run(mpirun + [binary] + args + ["--out-dir", os.path.join(out, name)] + extra,
+                           capture_output=True, text=True, env=env, timeout=600)
+        if r.returncode != want:
+            sys.exit(f"{name} {extra}: expected status {want}, got {r.returncode}:\n{r.stderr[-2000:]}")
+    run("straight", ["--stop-after", "6"], 3)
+    run("resumed", ["--stop-after", "3"], 3)
+    run("resumed", ["--resume", "--stop-after", "3"], 3)
+    a, b = (weights(os.path.join(out, n, "last.safetensors")) for n in ("straight", "resumed"))
+    differ = [k for k in a if list(a[k]) != list(b[k])]
+    print(f"{len(a)} tensors compared, {len(differ)} differ")
+    if differ:
+        sys.exit(f"the resumed 2-rank run left the uninterrupted one: {differ[:5]}")
+
+
 def weights(path):
     """The float tensors of a safetensors file, name -> array."""
     with open(path, "rb") as f:
@@ -221,7 +248,8 @@ def equal_test(mpirun, binary, out):
 
 
 def main():
-    tests = {"kill": kill_test, "stop": stop_test, "throw": throw_test, "resume": resume_test, "equal": equal_test}
+    tests = {"kill": kill_test, "stop": stop_test, "throw": throw_test, "resume": resume_test, "equal": equal_test,
+             "dropout": dropout_test}
     if len(sys.argv) != 5 or sys.argv[1] not in tests:
         sys.exit(__doc__)
     mode, mpirun, binary, out = sys.argv[1], sys.argv[2].split(";"), sys.argv[3], sys.argv[4]
