@@ -83,23 +83,30 @@ TripletBatch TripletLoader::make_batch() {
                    : sample_ssim_triplets(classes_, ssim_images_, 1.0, B, gen_, mine_p, mine_n);
   std::vector<int64_t> a, p, n;
   split_triplets(b.triplets, a, p, n);
-  std::vector<int64_t> all(a);
-  all.insert(all.end(), p.begin(), p.end());
-  all.insert(all.end(), n.begin(), n.end());
-  Tensor idx = Tensor::from_vector(all, {3 * B}, opt_.device);
-  Tensor x = gather_images_float(images_, idx, opt_.mode);  // (3B, 1, H, W)
+  // The shard's rows of the (anchors; positives; negatives) stack of the whole batch.
+  const int64_t first = opt_.shard_first, S = opt_.shard_count < 0 ? B - first : opt_.shard_count;
+  MN_CHECK(first >= 0 && S >= 1 && first + S <= B, "TripletLoader: shard [", first, ", ", first + S,
+           ") of a batch of ", B, " triplets");
+  std::vector<int64_t> rows, mine;
+  for (int64_t g = 0; g < 3; ++g)
+    for (int64_t i = first; i < first + S; ++i) rows.push_back(g * B + i);
+  for (int64_t r : rows) mine.push_back(r < B ? a[r] : r < 2 * B ? p[r - B] : n[r - 2 * B]);
+  Tensor idx = Tensor::from_vector(mine, {3 * S}, opt_.device);
+  Tensor x = gather_images_float(images_, idx, opt_.mode);  // (3S, 1, H, W)
   const int64_t H = images_.size(1), W = images_.size(2);
   if (opt_.augment) {
-    // Outside the image is paper: 0 in Ink01, 1 in Gray01.
+    // Outside the image is paper: 0 in Ink01, 1 in Gray01. Drawn for the whole batch.
     const double fill = opt_.mode == FloatMode::Ink01 ? 0.0 : 1.0;
-    auto params = draw_koch_affines(3 * B, H, W, opt_.augment_options, gen_);
-    x = affine_warp(x.view({3 * B, H, W}), params, fill).view({3 * B, 1, H, W});
+    const auto all = draw_koch_affines(3 * B, H, W, opt_.augment_options, gen_);
+    std::vector<Affine2D> params;
+    for (int64_t r : rows) params.push_back(all[static_cast<size_t>(r)]);
+    x = affine_warp(x.view({3 * S, H, W}), params, fill).view({3 * S, 1, H, W});
   }
   if (opt_.scale != 1.0) x = kernels::mul_scalar(x, opt_.scale);
   b.offset_after = gen_.offset();
-  b.anchor = x.narrow(0, 0, B);
-  b.positive = x.narrow(0, B, B);
-  b.negative = x.narrow(0, 2 * B, B);
+  b.anchor = x.narrow(0, 0, S);
+  b.positive = x.narrow(0, S, S);
+  b.negative = x.narrow(0, 2 * S, S);
   return b;
 }
 

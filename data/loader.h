@@ -41,8 +41,8 @@ Tensor gather_images_float(const Tensor& images_u8, const Tensor& idx, FloatMode
                            DType dtype = DType::F32);
 
 struct TripletBatch {
-  std::vector<Triplet> triplets;
-  Tensor anchor, positive, negative;  // (B, 1, H, W) float32 on the loader's device
+  std::vector<Triplet> triplets;       // the whole batch's
+  Tensor anchor, positive, negative;  // (B, 1, H, W) float32 on the loader's device (the shard's rows)
   // The loader generator's offset right after this batch was drawn: a new loader
   // built with (seed, offset_after) continues exactly with the next batch
   // (prefetching does not disturb this, so runs resume exactly).
@@ -64,6 +64,11 @@ struct TripletLoaderOptions {
   KochAugmentOptions augment_options;
   TripletSampling sampling = TripletSampling::Random;
   bool prefetch = true;  // CPU only: assemble the next batch in a background thread
+  // A data-parallel rank's shard: the whole batch's triplets (and augmentations) are
+  // drawn, but only triplets [shard_first, shard_first + shard_count) are gathered,
+  // warped and returned (shard_count -1: all). The generator advances as for the
+  // whole batch, so every rank's stream stays the 1-process stream.
+  int64_t shard_first = 0, shard_count = -1;
 };
 
 class TripletLoader {

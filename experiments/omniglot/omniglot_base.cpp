@@ -391,7 +391,10 @@ void OmniglotStudy::begin_epoch(int64_t epoch) {
   if (mom_sched_) mom_sched_->apply(epoch - 1);
   // The loader starts here, after a resume restored its generator state.
   if (!loader_started_ && loader_triplets() > 0) {
-    data_->start_loader(loader_triplets(), loader_seed_, loader_offset_);
+    // A data-parallel rank builds only its shard of every batch (the same draws on every rank).
+    const int64_t B = loader_triplets(), mine = B / world_;
+    MN_CHECK(mine * world_ == B, name(), ": a batch of ", B, " triplets does not split over ", world_, " ranks");
+    data_->start_loader(B, loader_seed_, loader_offset_, rank_ * mine, mine);
     loader_started_ = true;
   }
 }

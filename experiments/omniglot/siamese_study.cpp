@@ -91,21 +91,11 @@ class SiameseStudy : public OmniglotStudy {
     prepare_step();
     return compute_step();
   }
-  // This rank's pairs: the batch is B/2 genuine then B/2 impostor pairs; rank r takes
-  // its 1/N of each half, so every rank scores both kinds (the whole batch with one rank).
-  Tensor my_pairs(const Tensor& t) const {
-    if (world_ == 1) return t;
-    const int64_t h = t.size(0) / 2, q = h / world_;
-    Shape shape = t.shape();
-    shape[0] = 2 * q;
-    Tensor out = Tensor::empty(shape, t.dtype(), t.device());
-    out.narrow(0, 0, q).copy_(t.narrow(0, rank_ * q, q));
-    out.narrow(0, q, q).copy_(t.narrow(0, h + rank_ * q, q));
-    return out;
-  }
-
+  // This rank's pairs: the loader builds this rank's shard of each batch's triplets (the
+  // draws are every rank's), so its B/N pairs are the shard's B/2N genuine then B/2N
+  // impostor pairs: every rank scores both kinds (the whole batch with one rank).
   void prepare_step() override {
-    PairBatch pb = data_->pair_batch(f_->i64("batch"));
+    PairBatch pb = data_->pair_batch(f_->i64("batch") / world_);
     inputs_.keep(0, pb.left);
     inputs_.keep(1, pb.right);
     inputs_.keep(2, pb.target);
@@ -113,9 +103,8 @@ class SiameseStudy : public OmniglotStudy {
 
   DeviceStats compute_step() override {
     const int64_t B = f_->i64("batch");
-    auto e = net_->embed_pairs(Variable(my_pairs(inputs_[0])), Variable(my_pairs(inputs_[1])));
-    nn::LossOutput out =
-        nn::koch_siamese_loss(e[0], e[1], net_->head_weight(), net_->head_bias(), my_pairs(inputs_[2]));
+    auto e = net_->embed_pairs(Variable(inputs_[0]), Variable(inputs_[1]));
+    nn::LossOutput out = nn::koch_siamese_loss(e[0], e[1], net_->head_weight(), net_->head_bias(), inputs_[2]);
     backward(out.loss);
     opt_->step();
     opt_->zero_grad();

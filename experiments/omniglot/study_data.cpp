@@ -67,9 +67,12 @@ void StudyData::need_splits(const char* what) const {
            "does not load");
 }
 
-void StudyData::start_loader(int64_t triplets_per_batch, uint64_t seed, uint64_t offset) {
+void StudyData::start_loader(int64_t triplets_per_batch, uint64_t seed, uint64_t offset, int64_t first,
+                             int64_t count) {
   data::TripletLoaderOptions lo;
   lo.batch_size = triplets_per_batch;
+  lo.shard_first = first;
+  lo.shard_count = count;
   lo.device = device_;
   lo.seed = seed;
   lo.offset = offset;
@@ -100,6 +103,8 @@ PairBatch StudyData::pair_batch(int64_t B) {
   MN_CHECK(B % 2 == 0, "--batch: the siamese net needs an even number of pairs, got ", B);
   TripletBatch t = triplet_batch();
   const int64_t h = B / 2;
+  MN_CHECK(t.anchors.size(0) == h, "pair_batch: ", B, " pairs need ", h, " triplets, the loader gave ",
+           t.anchors.size(0));
   std::vector<float> target(B, 0.0f);
   std::fill(target.begin(), target.begin() + h, 1.0f);
   Tensor left = Tensor::empty({B, 1, t.anchors.size(2), t.anchors.size(3)}, DType::F32, device_);

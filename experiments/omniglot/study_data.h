@@ -54,8 +54,11 @@ class StudyData {
 
   // Training batches from the loader (random or SSIM-mined per --sampling,
   // augmented with --augment; on a GPU gathered from the device-resident set).
-  // start_loader must be called first; `offset` resumes the loader's generator.
-  void start_loader(int64_t triplets_per_batch, uint64_t seed, uint64_t offset);
+  // start_loader must be called first; `offset` resumes the loader's generator. A
+  // data-parallel rank passes its shard (triplets [first, first + count) of each batch;
+  // count -1: all), the batches' draws staying every rank's.
+  void start_loader(int64_t triplets_per_batch, uint64_t seed, uint64_t offset, int64_t first = 0,
+                    int64_t count = -1);
   TripletBatch triplet_batch();
   // B pairs from B/2 loader triplets: (a, p) genuine and (a, n) impostor.
   PairBatch pair_batch(int64_t B);

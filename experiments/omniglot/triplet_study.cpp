@@ -307,8 +307,7 @@ class TripletStudy : public OmniglotStudy {
       backward(out.loss);
       s = loss_device_stats(out.stats, mined.count, {"train_loss", "active_share", "mean_d_pos", "mean_d_neg"});
     } else {
-      auto e = net_->embed_triplets(Variable(my_rows(inputs_[0])), Variable(my_rows(inputs_[1])),
-                                    Variable(my_rows(inputs_[2])));
+      auto e = net_->embed_triplets(Variable(inputs_[0]), Variable(inputs_[1]), Variable(inputs_[2]));  // our shard
       nn::LossOutput out = nn::triplet_loss(e[0], e[1], e[2], loss_options());
       backward(out.loss);
       s = stats(out.stats, static_cast<double>(B));

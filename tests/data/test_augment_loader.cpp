@@ -145,6 +145,41 @@ TEST(DataLoader, PrefetchGivesSameBatchesAsSynchronous) {
   }
 }
 
+// A data-parallel rank's shard: the same draws as the whole batch (the same triplets and
+// generator offsets), only triplets [first, first + count) built, equal to those rows of
+// the whole batch, augmented or not.
+TEST(DataLoader, ShardIsTheWholeBatchsRows) {
+  ImageDataset ds = tiny(6, 5);
+  for (bool aug : {false, true}) {
+    TripletLoaderOptions o;
+    o.batch_size = 12;
+    o.seed = 7;
+    o.augment = aug;
+    o.prefetch = false;
+    TripletLoader whole(ds, o);
+    o.shard_first = 4;
+    o.shard_count = 4;
+    TripletLoader shard(ds, o);
+    for (int it = 0; it < 3; ++it) {
+      TripletBatch a = whole.next(), b = shard.next();
+      ASSERT_EQ(b.anchor.size(0), 4);
+      EXPECT_EQ(a.offset_after, b.offset_after) << "the shard must draw as the whole batch does";
+      ASSERT_EQ(b.triplets.size(), 12u);
+      for (size_t i = 0; i < 12; ++i) EXPECT_EQ(a.triplets[i].anchor, b.triplets[i].anchor);
+      EXPECT_TRUE(test::all_close(a.anchor.narrow(0, 4, 4), b.anchor, 0, 0));
+      EXPECT_TRUE(test::all_close(a.positive.narrow(0, 4, 4), b.positive, 0, 0));
+      EXPECT_TRUE(test::all_close(a.negative.narrow(0, 4, 4), b.negative, 0, 0));
+    }
+  }
+  TripletLoaderOptions bad;
+  bad.batch_size = 4;
+  bad.shard_first = 3;
+  bad.shard_count = 2;
+  bad.prefetch = false;
+  TripletLoader over(ds, bad);
+  EXPECT_THROW(over.next(), mn::Error);
+}
+
 TEST(DataLoader, CudaBatchesMatchCpu) {
   MN_SKIP_IF_NO_CUDA();
   ImageDataset ds = tiny(6, 5, 105, 105);

@@ -13,7 +13,9 @@
   harness_ranks.py equal  MPIRUN BIN OUT   5 steps of the main binary (cpu-demo without batch-norm, SGD):
                                            2 ranks with the global miner == 1 process, to float rounding;
                                            --mine-locally (another objective) differs; with batch-norm,
-                                           2 ranks with --sync-bn == 1 process, per-rank statistics differ
+                                           2 ranks with --sync-bn == 1 process, per-rank statistics differ;
+                                           offline random triplets (each rank loading its shard) == 1 process;
+                                           the siamese binary's 2 ranks == 1 process
 
 MPIRUN is the launcher with its flags, ';'-separated (CMake's list). The runs use the
 Omniglot data where the study looks for it ($MN_DATA_DIR, ...); without it the test
@@ -218,9 +220,12 @@ def equal_test(mpirun, binary, out):
     # With batch-norm (conv4's default): per-rank statistics differ from one process;
     # --sync-bn's global-batch statistics do not.
     bn = [a for a in args if a != "--no-conv4-bn"]
+    offline = ["--sampling", "random", "--loss", "kumar"]
     runs = {"one": [binary] + args, "two": mpirun + [binary] + args,
             "two_local": mpirun + [binary] + args + ["--mine-locally"],
-            "one_bn": [binary] + bn, "two_bn": mpirun + [binary] + bn, "two_sync_bn": mpirun + [binary] + bn + ["--sync-bn"]}
+            "one_bn": [binary] + bn, "two_bn": mpirun + [binary] + bn, "two_sync_bn": mpirun + [binary] + bn + ["--sync-bn"],
+            # offline random triplets (the loader's path, each rank building only its shard)
+            "one_offline": [binary] + args + offline, "two_offline": mpirun + [binary] + args + offline}
     for name, cmd in runs.items():
         shutil.rmtree(os.path.join(out, name), ignore_errors=True)
         r = subprocess.run(cmd + ["--out-dir", os.path.join(out, name)], capture_output=True, text=True, env=env,
@@ -237,6 +242,26 @@ def equal_test(mpirun, binary, out):
         sys.exit("the 2-rank run left the 1-process weights")
     if other <= 1:
         sys.exit("--mine-locally gave the 1-process weights too: the comparison cannot tell the objectives apart")
+    offl = worst_ratio(last("one_offline"), last("two_offline"), 1e-6, 1e-5)
+    print(f"offline random triplets (sharded loader): 2 ranks vs 1 process: worst {offl:.4g} of the tolerance")
+    if offl > 1:
+        sys.exit("the 2-rank run with offline triplets left the 1-process weights")
+    # The siamese binary beside it: each rank builds its shard of the batch's triplets and
+    # scores its genuine and impostor pairs.
+    siamese = os.path.join(os.path.dirname(binary), "omniglot_siamese")
+    sargs = ["--trunk", "conv4", "--image-size", "28", "--embedding", "64", "--batch", "16", "--optimizer", "sgd",
+             "--lr", "0.01", "--epochs", "1", "--iters", "6", "--stop-after", "5", "--val-tasks", "20",
+             "--no-conv4-bn"]
+    for name, cmd in (("one_siamese", [siamese] + sargs), ("two_siamese", mpirun + [siamese] + sargs)):
+        shutil.rmtree(os.path.join(out, name), ignore_errors=True)
+        r = subprocess.run(cmd + ["--out-dir", os.path.join(out, name)], capture_output=True, text=True, env=env,
+                           timeout=300)
+        if r.returncode != 3:
+            sys.exit(f"{name}: expected a resumable stop (status 3), got {r.returncode}:\n{r.stderr[-2000:]}")
+    pairs = worst_ratio(last("one_siamese"), last("two_siamese"), 1e-6, 1e-5)
+    print(f"siamese pairs (sharded loader): 2 ranks vs 1 process: worst {pairs:.4g} of the tolerance")
+    if pairs > 1:
+        sys.exit("the 2-rank siamese run left the 1-process weights")
     sync = worst_ratio(last("one_bn"), last("two_sync_bn"), 1e-6, 1e-5)
     per_rank = worst_ratio(last("one_bn"), last("two_bn"), 1e-6, 1e-5)
     print(f"with batch-norm: 2 ranks --sync-bn vs 1 process: worst {sync:.4g} of the tolerance; per-rank "
