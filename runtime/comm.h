@@ -81,8 +81,8 @@ class Communicator {
 // the program's main() then ends every rank (Communicator::abort: MPI_Abort). The
 // wait polls with a growing sleep (no core spinning at 100 % while a rank is slow).
 // Default 1800 s, or MN_COLLECTIVE_TIMEOUT (seconds); the harness's
-// --collective-timeout sets it. NCCL's collectives run on the device and are not
-// watched here (docs/distributed.md).
+// --collective-timeout sets it. The NCCL communicator follows its collectives from a
+// thread of its own with the same timeout (runtime/comm_nccl.cpp).
 void set_collective_timeout(double seconds);
 double collective_timeout();
 

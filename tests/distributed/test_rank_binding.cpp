@@ -5,6 +5,8 @@
 // skips with a message without two GPUs).
 #include <gtest/gtest.h>
 
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -172,6 +174,36 @@ TEST(Nccl, TwoRanksDataParallelAndAllGatherRowsEqualOneProcess) {
     for (size_t k = 0; k < x.size(); ++k) EXPECT_NEAR(x[k], y[k], 1e-6 + 1e-5 * std::abs(x[k])) << "param " << i;
   }
   EXPECT_EQ(mn::cuda_current_device(), dev) << "a collective left another GPU current";
+}
+
+// Two GPUs, rank 1 stopped (SIGSTOP) in a stream of NCCL all-reduces: rank 0's NCCL
+// watchdog (3 s) aborts the communicator naming the collective, the next call throws,
+// and the job ends (ctest's distributed.nccl_stopped_rank_named, MN_TEST_STOP_RANK=1;
+// skipped with a message without two GPUs).
+TEST(NcclFailure, StoppedRankEndsTheJob) {
+  if (!std::getenv("MN_TEST_STOP_RANK")) GTEST_SKIP() << "run by ctest as distributed.nccl_stopped_rank_named";
+  MN_SKIP_IF_NO_CUDA();
+  if (!mn::nccl_compiled()) GTEST_SKIP() << "built without NCCL: NCCL test skipped";
+  if (mn::world().size() != 2 || mn::cuda_device_count() < 2)
+    GTEST_SKIP() << "needs 2 GPUs and mpirun -np 2 (this machine has " << mn::cuda_device_count() << " GPU(s))";
+  mn::set_collective_timeout(3);
+  mn::Communicator& w = mn::world();
+  const mn::LaunchInfo li = mn::launch_info_from_env();
+  const int dev = mn::bind_local_rank_device(li.local_rank, li.local_size, mn::cuda_device_calls());
+  auto nccl = mn::make_nccl_comm(w, dev);
+  mn::Tensor t = mn::Tensor::ones({1024}, mn::DType::F32, mn::Device::cuda(dev));
+  try {
+    for (int i = 0; i < 100000; ++i) {
+      if (i == 3 && w.rank() == 1) std::raise(SIGSTOP);
+      nccl->all_reduce(t, mn::ReduceOp::Max);
+      mn::synchronize(mn::Device::cuda(dev));
+    }
+  } catch (const mn::Error& e) {
+    std::fprintf(stderr, "[rank %d] error: %s\n", w.rank(), e.what());
+    std::fflush(stderr);
+    w.abort(1);
+  }
+  FAIL() << "rank " << w.rank() << " ran 10^5 all-reduces: the stopped rank was not noticed";
 }
 
 }  // namespace
