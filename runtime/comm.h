@@ -79,7 +79,8 @@ class Communicator {
 // its number in this process and the ranks that did not answer a ping within a few
 // seconds (stopped, hung, or not in any collective), instead of waiting forever;
 // the program's main() then ends every rank (Communicator::abort: MPI_Abort). The
-// wait polls with a growing sleep (no core spinning at 100 % while a rank is slow).
+// wait polls at full speed for 20 ms, then with a 0.5 ms sleep between polls (no core
+// spinning at 100 % while a rank is slow).
 // Default 1800 s, or MN_COLLECTIVE_TIMEOUT (seconds); the harness's
 // --collective-timeout sets it. The NCCL communicator follows its collectives from a
 // thread of its own with the same timeout (runtime/comm_nccl.cpp).
