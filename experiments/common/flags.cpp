@@ -1,4 +1,5 @@
-// Flags, config files and atomic text writes (see flags.h).
+// Flags (flags.h): declaration, parsing of the command line and config files, the checks,
+// and atomic text writes. What a Flags writes (help, config.txt, JSON) is in flags_text.cpp.
 #include "experiments/common/flags.h"
 
 #include <fcntl.h>
@@ -285,98 +286,6 @@ void Flags::validate_ranges() const {
                  ? ">= " + double_text(e.dlo) : "in [" + double_text(e.dlo) + ", " + double_text(e.dhi) + "]");
     }
   }
-}
-
-std::string Flags::flag_line(const std::string& k) const {
-  std::ostringstream os;
-  const Entry& e = entries_.at(k);
-  std::string head = "  --" + k;
-  if (e.kind != Kind::Bool) head += " " + std::string(e.kind == Kind::Int ? "N" : e.kind == Kind::Double ? "X" : "S");
-  else head += " | --no-" + k;
-  os << head << std::string(head.size() < 30 ? 30 - head.size() : 1, ' ') << e.help;
-  if (!e.choices.empty()) {
-    os << " (one of: ";
-    for (size_t i = 0; i < e.choices.size(); ++i) os << (i ? "|" : "") << e.choices[i];
-    os << ")";
-  }
-  if (e.kind == Kind::Int && (e.ilo != std::numeric_limits<int64_t>::min() || e.ihi != std::numeric_limits<int64_t>::max()))
-    os << " (" << (e.ihi == std::numeric_limits<int64_t>::max() ? ">= " + std::to_string(e.ilo)
-                   : std::to_string(e.ilo) + ".." + std::to_string(e.ihi)) << ")";
-  if (e.kind == Kind::Double && (e.dlo != -std::numeric_limits<double>::max() || e.dhi != std::numeric_limits<double>::max()))
-    os << " (" << (e.dhi == std::numeric_limits<double>::max() ? ">= " + double_text(e.dlo)
-                   : double_text(e.dlo) + ".." + double_text(e.dhi)) << ")";
-  os << " [default: " << (e.def.empty() ? "\"\"" : e.def) << "]\n";
-  return os.str();
-}
-
-std::string Flags::help(bool all) const {
-  std::ostringstream os;
-  os << "usage: " << program_ << " [--flag value ...] [--config FILE]\n" << description_ << "\n";
-  const std::string tail = "  --config FILE                 read `key = value` lines (same keys, '#' comments) before "
-                           "the command line\n  --help                        this text\n";
-  if (groups_.empty()) {
-    os << "\nflags:\n";
-    for (const auto& k : keys()) os << flag_line(k);
-    return os.str() + tail + "  --help-all                    the same\n";
-  }
-  std::set<std::string> listed;
-  std::vector<std::string> hidden;
-  for (const HelpGroup& g : groups_) {
-    std::string lines;
-    for (const std::string& k : g.keys)
-      if (entries_.count(k) && listed.insert(k).second) lines += flag_line(k);
-    if (lines.empty()) continue;
-    if (!all && !g.in_short_help) {
-      hidden.push_back(g.title);
-      continue;
-    }
-    os << "\n" << g.title << ":\n" << lines;
-  }
-  std::string rest;
-  for (const auto& k : keys())
-    if (!listed.count(k)) rest += flag_line(k);
-  if (!rest.empty()) {
-    if (all) os << "\nother flags:\n" << rest;
-    else hidden.push_back("other flags");
-  }
-  os << "\n" << tail;
-  if (!hidden.empty()) {
-    os << "  --help-all                    also ";
-    for (size_t i = 0; i < hidden.size(); ++i) os << (i ? (i + 1 == hidden.size() ? " and " : ", ") : "") << hidden[i];
-    os << "\n";
-  }
-  return os.str();
-}
-
-std::string Flags::to_json() const {
-  Json j = Json::object();
-  for (auto& [k, e] : entries_) {
-    switch (e.kind) {
-      case Kind::String: j[k] = e.value; break;
-      case Kind::Int: j[k] = i64(k); break;
-      case Kind::Double: j[k] = f64(k); break;
-      case Kind::Bool: j[k] = flag(k); break;
-    }
-  }
-  return j.dump();
-}
-
-std::string config_value_text(const std::string& v) {
-  const bool quote = !v.empty() && (v.find_first_of("#\"\\\n\r") != std::string::npos || trim(v) != v);
-  if (!quote) return v;
-  std::string q = "\"";
-  for (char c : v) {
-    if (c == '"' || c == '\\') q += std::string("\\") + c;
-    else if (c == '\n') q += "\\n";
-    else q += c;
-  }
-  return q + "\"";
-}
-
-std::string Flags::to_config() const {
-  std::ostringstream os;
-  for (auto& [k, e] : entries_) os << k << " = " << config_value_text(e.value) << "\n";
-  return os.str();
 }
 
 void write_file_atomic(const std::string& path, const std::string& text) {
