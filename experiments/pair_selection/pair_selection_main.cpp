@@ -115,20 +115,12 @@ class PairSelectionStudy : public exp::Study {
     // The scored set: MNIST's test images (the protocol), or with --score-on validation a
     // split held out of the training images, the folds then drawn from the rest (`pool`).
     std::vector<int64_t> pool;
-    const Examples test = f.str("score-on") == "validation" ? validation_split(f, cfg.seed, mnist.train, pool)
-                                                            : to_examples(mnist.test, every_index(mnist.test),
-                                                                          pixel_divisor(f), l2_rows(f));
-    cfg.mlp.input = test.dim;
     const std::string export_dir = f.str("export-dir");  // the folds and first pairs, for the reference
+    const Examples test = f.str("score-on") == "validation"
+                              ? validation_split(f, cfg.seed, mnist.train, export_dir, pool)
+                              : to_examples(mnist.test, every_index(mnist.test), pixel_divisor(f), l2_rows(f));
+    cfg.mlp.input = test.dim;
     const std::vector<Examples> fold_train = draw_folds(f, cfg.seed, folds, mnist.train, pool, export_dir);
-    if (!export_dir.empty() && !pool.empty()) {  // the held-out indices beside folds.txt
-      std::vector<uint8_t> in_pool(static_cast<size_t>(mnist.train.size()), 0);
-      for (int64_t i : pool) in_pool[static_cast<size_t>(i)] = 1;
-      std::ostringstream held;
-      for (int64_t i = 0; i < mnist.train.size(); ++i)
-        if (!in_pool[static_cast<size_t>(i)]) held << (held.tellp() > 0 ? " " : "") << i;
-      exp::write_file_atomic((fs::path(export_dir) / "validation.txt").string(), held.str() + "\n");
-    }
     ctx.summary()["scored_on"] = pool.empty() ? "MNIST test set (10,000 images)"
                                               : "validation split: " + std::to_string(test.y.size()) +
                                                     " MNIST training images held out; folds drawn from the other " +
@@ -251,9 +243,10 @@ class PairSelectionStudy : public exp::Study {
   }
 
   // --score-on validation: --val-size training images held out (stratified by class, from
-  // their own seeded stream), returned as examples; `pool` gets the other training images.
+  // their own seeded stream), returned as examples (their indices written to
+  // export_dir/validation.txt when given); `pool` gets the other training images.
   static Examples validation_split(const exp::Flags& f, uint64_t seed, const data::ImageDataset& train,
-                                   std::vector<int64_t>& pool) {
+                                   const std::string& export_dir, std::vector<int64_t>& pool) {
     const int64_t n = f.i64("val-size");
     MN_CHECK(n + f.i64("budget") <= train.size(), "--val-size ", n, " leaves fewer than --budget ", f.i64("budget"),
              " of MNIST's ", train.size(), " training images for the folds");
@@ -264,6 +257,12 @@ class PairSelectionStudy : public exp::Study {
     pool.clear();
     for (int64_t i = 0; i < train.size(); ++i)
       if (!out[static_cast<size_t>(i)]) pool.push_back(i);
+    if (!export_dir.empty()) {  // beside folds.txt
+      fs::create_directories(export_dir);
+      std::ostringstream os;
+      for (size_t i = 0; i < held.size(); ++i) os << (i ? " " : "") << held[i];
+      exp::write_file_atomic((fs::path(export_dir) / "validation.txt").string(), os.str() + "\n");
+    }
     return to_examples(train, held, pixel_divisor(f), l2_rows(f));
   }
 
