@@ -24,13 +24,17 @@
 //      dense operand's rows allow, 4-byte otherwise; out-of-range elements are
 //      zero-filled): a dense matrix in its storage order (GEMM operands, the forward's
 //      weights), the forward's im2col columns, and the weight gradient's dy rows and
-//      im2col rows. The convolution operands are gathered through per-call tables
-//      (GatherEntry): element (k, x) lives at base[k.off + x.off] and is inside the
-//      image when 0 <= k.h + x.h < H and 0 <= k.w + x.w < W, so the kernel decodes no
-//      (c, r, s) or (n, p, q) index: one table read and four integer operations per
-//      element.
+//      im2col rows. The convolution operands are gathered through tables built once
+//      per geometry (Entry): element (k, x) lives at base[k.off + x.off] and is inside
+//      the image when 0 <= k.h + x.h < H and 0 <= k.w + x.w < W, so the kernel decodes
+//      no (c, r, s) or (n, p, q) index: one table read (the k entry from shared memory)
+//      and four integer operations per element. Then the table entries and the split-K
+//      rule (wave_fit_k_per_split: splits that fill whole waves).
 //   6. The epilogues: C = alpha acc + beta C (GEMM), y = acc + bias (then ReLU when
 //      fused) scattered to (N, K, P, Q) (forward), and split-K partials (weight gradient).
+//   7. The pipeline schedule (run_pipeline): the order of copies, waits, barriers and
+//      MMAs of one block's k loop, which the emulator runs with late- and eager-landing
+//      copies.
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -84,11 +88,14 @@ MN_MMA_HD RC ldsm_b_src(int lane) {
 }
 
 // ---- 2. The block tile -------------------------------------------------------------
-template <int BM_, int BN_, int WARPS_M_, int WARPS_N_, int STAGES_>
+// MIN_BLOCKS: the blocks per SM the launch bounds ask the register allocator to allow
+// (__launch_bounds__(THREADS, MIN_BLOCKS)); the shared memory of one block is sized so
+// that MIN_BLOCKS fit in an H100/H200 SM (228 KB, 227 KB a block, 1 KB reserved each).
+template <int BM_, int BN_, int WARPS_M_, int WARPS_N_, int STAGES_, int MIN_BLOCKS_ = 1>
 struct TileCfg {
   static constexpr int BM = BM_, BN = BN_, BK = 32;
   static constexpr int WARPS_M = WARPS_M_, WARPS_N = WARPS_N_, WARPS = WARPS_M * WARPS_N;
-  static constexpr int THREADS = 32 * WARPS, STAGES = STAGES_;
+  static constexpr int THREADS = 32 * WARPS, STAGES = STAGES_, MIN_BLOCKS = MIN_BLOCKS_;
   static constexpr int WTM = BM / WARPS_M, WTN = BN / WARPS_N;  // one warp's sub-tile
   static constexpr int FM = WTM / 16, FN = WTN / 8;             // MMA tiles per warp
   static_assert(BM % (16 * WARPS_M) == 0 && BN % (16 * WARPS_N) == 0, "warp tiles of 16 x 16 multiples");
@@ -115,11 +122,15 @@ struct SmemTile {
   MN_MMA_HD static int at(int r, int c) { return r * LD + c; }
 };
 
-// The block tiles the launchers use (kernels/cuda/mma_gemm.cu, mma_conv.cu). Each takes
-// at most ~130 KB of shared memory (1 block per SM of 256 threads; registers allow no more).
-using TileBig = TileCfg<128, 128, 2, 4, 3>;  // warps of 64 x 32: GEMMs and most convolutions
-using TileWide = TileCfg<64, 256, 1, 8, 3>;  // warps of 64 x 32: forwards with K <= 64 (Koch's layer 1)
-using TileMid = TileCfg<64, 128, 2, 4, 4>;   // warps of 32 x 32: weight gradients with K <= 64
+// The block tiles the launchers use (kernels/cuda/mma_gemm.cu, mma_conv.cu): 4 warps of
+// 128 threads each, warp tiles of 64 x 64 (Mid: 32 x 64), so each fragment a warp loads
+// from shared memory feeds 8 (A) or 4 (B) MMAs, and two blocks per SM (<= 255 registers a
+// thread; <= 113 KB of shared memory a block) so one block's barrier is hidden by the
+// other's MMAs. Shared memory (float32 stages + the k-entry ring): Big 3 x 36 KB + 1.5 KB,
+// Wide 2 x 42 KB + 1 KB, Mid 4 x 27 KB + 2 KB.
+using TileBig = TileCfg<128, 128, 2, 2, 3, 2>;  // GEMMs and most convolutions
+using TileWide = TileCfg<64, 256, 1, 4, 2, 2>;  // forwards with K <= 64 (Koch's layer 1, layer 2's dgrad)
+using TileMid = TileCfg<64, 128, 2, 2, 4, 2>;   // weight gradients with K <= 64
 
 // Operand tile of XT (= BM for A, BN for B) rows or columns: KCONTIG stores (x, k),
 // otherwise (k, x).
@@ -130,28 +141,47 @@ struct OperandTile {
   MN_MMA_HD static int at_kx(int k, int x) { return KCONTIG ? S::at(x, k) : S::at(k, x); }
 };
 
+// One stage: the A tile, then the B tile; after the STAGES stages, a ring of STAGES slots
+// of BK gather-table entries (16 bytes each): the k entries of the k-tile a loader is
+// about to gather, copied into shared memory once per k-tile (kernels/mma_igemm.cuh's
+// pipeline says when), so a gather reads its k entry from shared memory (one broadcast
+// load) instead of global memory.
 template <class Cfg, bool A_KCONTIG, bool B_KCONTIG>
 struct StageLayout {
   using ATile = OperandTile<Cfg, A_KCONTIG, Cfg::BM>;
   using BTile = OperandTile<Cfg, B_KCONTIG, Cfg::BN>;
   static constexpr int A_SIZE = ATile::S::SIZE, B_SIZE = BTile::S::SIZE;
   static constexpr int STAGE = A_SIZE + B_SIZE;  // floats per stage
-  static constexpr int BYTES = Cfg::STAGES * STAGE * 4;
+  static constexpr int KT_SLOT = Cfg::BK * 4;    // floats per k-entry slot
+  static constexpr int FLOATS = Cfg::STAGES * (STAGE + KT_SLOT);
+  static constexpr int BYTES = FLOATS * 4;
   MN_MMA_HD static int a_off(int stage) { return stage * STAGE; }
   MN_MMA_HD static int b_off(int stage) { return stage * STAGE + A_SIZE; }
+  MN_MMA_HD static int kt_off(int slot) { return Cfg::STAGES * STAGE + slot * KT_SLOT; }
 };
 
-// Which tile elements thread tid copies: V consecutive floats (one cp.async) at column
-// col(tid) of rows row(tid, i), i < COUNT. Consecutive threads take consecutive columns
-// (coalesced global reads along the contiguous dimension).
+// Which tile elements thread tid copies: V consecutive floats (one cp.async) at columns
+// col(tid, j), j < NCOL, of rows row(tid, i), i < COUNT. Consecutive threads take
+// consecutive columns (coalesced global reads along the contiguous dimension); a row
+// wider than the block (Wide's 256 columns, 128 threads) gives each thread NCOL columns.
 template <int ROWS, int COLS, int V, int THREADS>
 struct LoadMap {
-  static constexpr int PER_ROW = COLS / V, STEP = THREADS / PER_ROW, COUNT = ROWS / STEP;
+  static constexpr int PER_ROW = COLS / V;  // copies across one row
+  static constexpr bool WIDE = PER_ROW > THREADS;
+  static constexpr int NCOL = WIDE ? PER_ROW / THREADS : 1;
+  static constexpr int STEP = WIDE ? 1 : THREADS / PER_ROW, COUNT = ROWS / STEP;
   static_assert(V == 1 || V == 4, "4- or 16-byte copies");
-  static_assert(COLS % V == 0 && THREADS % PER_ROW == 0 && STEP > 0 && ROWS % STEP == 0,
+  static_assert(COLS % V == 0 && (WIDE ? PER_ROW % THREADS == 0 : THREADS % PER_ROW == 0) && ROWS % STEP == 0,
                 "the threads cover the tile evenly");
-  MN_MMA_HD static int row(int tid, int i) { return tid / PER_ROW + STEP * i; }
-  MN_MMA_HD static int col(int tid) { return (tid % PER_ROW) * V; }
+  MN_MMA_HD static int row(int tid, int i) { return (WIDE ? 0 : tid / PER_ROW) + STEP * i; }
+  MN_MMA_HD static int col(int tid, int j = 0) { return ((WIDE ? tid : tid % PER_ROW) + j * THREADS) * V; }
+  // Copies i of chunk `chunk` of NCH (the pipeline issues a tile in NCH chunks, one after
+  // each k-step of the tile being multiplied): [chunk COUNT / NCH, (chunk + 1) COUNT / NCH).
+  template <int NCH>
+  MN_MMA_HD static int chunk_begin(int chunk) {
+    static_assert(COUNT % NCH == 0, "a tile's copies split evenly into the pipeline's chunks");
+    return chunk * (COUNT / NCH);
+  }
 };
 
 // ---- 4. Rounding ----------------------------------------------------------------------
@@ -287,6 +317,12 @@ MN_MMA_HD Entry ldg_entry(const Entry* p) {
 }
 MN_MMA_HD bool inside(int h, int w, int H, int W) { return unsigned(h) < unsigned(H) && unsigned(w) < unsigned(W); }
 
+// Loader interface, shared by the operands below: begin_block(x0, tid, z_off) once per
+// block; load<NCH>(cp, base, tid, k0, k_end, kents, chunk) issues chunk `chunk` of NCH of
+// this thread's copies of the k-tile starting at k0 into the tile at float offset base;
+// kents points at the tile's BK k entries in shared memory (entry j for k = k0 + j; null
+// for operands that gather through no k table).
+
 // A dense row-major matrix in its storage order: element (outer, inner) at
 // p[outer * ld + inner]; KCONTIG means inner = k (x = outer), else inner = x. The tile
 // keeps that order. V = 4 needs p 16-byte aligned, ld % 4 == 0 and the inner extent
@@ -294,6 +330,7 @@ MN_MMA_HD bool inside(int h, int w, int H, int W) { return unsigned(h) < unsigne
 template <class Cfg, class Tile, int V>
 struct DenseLoader {
   using Map = LoadMap<Tile::S::ROWS, Tile::S::COLS, V, Cfg::THREADS>;
+  static_assert(Map::NCOL == 1, "dense tiles are at most one block of copies wide");
   const float* p = nullptr;
   int64_t ld = 0;
   int x_ext = 0;  // rows M (A) or columns N (B)
@@ -302,11 +339,11 @@ struct DenseLoader {
     x0 = x0_;
     p += z_off;
   }
-  template <class Copy>
-  MN_MMA_HD void load(const Copy& cp, int base, int tid, int k0, int k_end) const {
-    const int c = Map::col(tid);
+  template <int NCH, class Copy>
+  MN_MMA_HD void load(const Copy& cp, int base, int tid, int k0, int k_end, const Entry*, int chunk) const {
+    const int c = Map::col(tid), i0 = Map::template chunk_begin<NCH>(chunk);
 MN_MMA_UNROLL
-    for (int i = 0; i < Map::COUNT; ++i) {
+    for (int i = i0; i < i0 + Map::COUNT / NCH; ++i) {
       const int r = Map::row(tid, i);
       const int x = x0 + (Tile::kcontig ? r : c), k = k0 + (Tile::kcontig ? c : r);
       const bool ok = x < x_ext && k < k_end;
@@ -318,56 +355,62 @@ MN_MMA_UNROLL
 
 // The forward convolution's B operand, im2col of x: k = (c, r, s), x = (n, p, q). The
 // tile is n-contiguous (consecutive lanes read consecutive output columns, consecutive
-// input pixels at stride 1), so each thread owns one column for the whole kernel (its
-// entry is read once) and reads one k entry per element (all lanes of a warp read the
-// same k: one broadcast load).
+// input pixels at stride 1), so each thread owns NCOL columns for the whole kernel (their
+// entries are read once) and reads one k entry per element from shared memory (all
+// lanes of a warp read the same k: one broadcast load).
 template <class Cfg, class Tile>
 struct ConvColsLoader {
   static_assert(!Tile::kcontig, "im2col columns are n-contiguous");
   using Map = LoadMap<Tile::S::ROWS, Tile::S::COLS, 1, Cfg::THREADS>;
   const float* x = nullptr;
-  const Entry* ktab = nullptr;  // (c, r, s) -> {c H W + r dh W + s dw, r dh, s dw}, padded with kBad
   const Entry* ntab = nullptr;  // (n, p, q) -> {n C H W + hb W + wb, hb, wb}, padded with kBad
   int H = 0, W = 0;
-  int noff = 0, nh = kBad, nw = 0;  // this thread's column
+  int noff[Map::NCOL] = {}, nh[Map::NCOL] = {}, nw[Map::NCOL] = {};  // this thread's columns
   MN_MMA_HD void begin_block(int n0, int tid, int64_t) {
-    const Entry e = ldg_entry(ntab + n0 + Map::col(tid));
-    noff = e.off, nh = e.h, nw = e.w;
-  }
-  template <class Copy>
-  MN_MMA_HD void load(const Copy& cp, int base, int tid, int k0, int k_end) const {
-    const int c = Map::col(tid);
 MN_MMA_UNROLL
-    for (int i = 0; i < Map::COUNT; ++i) {
+    for (int j = 0; j < Map::NCOL; ++j) {
+      const Entry e = ldg_entry(ntab + n0 + Map::col(tid, j));
+      noff[j] = e.off, nh[j] = e.h, nw[j] = e.w;
+    }
+  }
+  // k entries: (c, r, s) -> {c H W + r dh W + s dw, r dh, s dw}, padded with kBad.
+  template <int NCH, class Copy>
+  MN_MMA_HD void load(const Copy& cp, int base, int tid, int k0, int k_end, const Entry* kents, int chunk) const {
+    const int i0 = Map::template chunk_begin<NCH>(chunk);
+MN_MMA_UNROLL
+    for (int i = i0; i < i0 + Map::COUNT / NCH; ++i) {
       const int r = Map::row(tid, i), k = k0 + r;
-      const Entry e = ldg_entry(ktab + k);
-      const bool ok = k < k_end && inside(e.h + nh, e.w + nw, H, W);
-      cp.template copy<1>(base + Tile::S::at(r, c), ok ? x + (e.off + noff) : x, ok);
+      const Entry e = kents[r];
+MN_MMA_UNROLL
+      for (int j = 0; j < Map::NCOL; ++j) {
+        const bool ok = k < k_end && inside(e.h + nh[j], e.w + nw[j], H, W);
+        cp.template copy<1>(base + Tile::S::at(r, Map::col(tid, j)), ok ? x + (e.off + noff[j]) : x, ok);
+      }
     }
   }
 };
 
 // The weight gradient's operands, both k-contiguous with k = (n, p, q): one shared k
 // table {n C H W + p sh W + q sw, p sh, q sw, aux = n K P Q + p Q + q} (padding: h = kBad),
-// read once per k-tile by each thread (its column). A = dy, rows m = output channel
-// (offset m P Q); B = im2col(x)^T, rows = (c, r, s) with entries
-// {c H W + (r dh - ph) W + s dw - pw, r dh - ph, s dw - pw} (padding: kBad).
+// whose entry for its column each thread reads from shared memory once per k-tile.
+// A = dy, rows m = output channel (offset m P Q); B = im2col(x)^T, rows = (c, r, s) with
+// entries {c H W + (r dh - ph) W + s dw - pw, r dh - ph, s dw - pw} (padding: kBad).
 template <class Cfg, class Tile>
 struct WgradDyLoader {
   static_assert(Tile::kcontig, "dy rows are k-contiguous");
   using Map = LoadMap<Tile::S::ROWS, Tile::S::COLS, 1, Cfg::THREADS>;
+  static_assert(Map::NCOL == 1, "one k column a thread");
   const float* dy = nullptr;
-  const Entry* ktab = nullptr;
   int M = 0, PQ = 0;
   int m0 = 0;
   MN_MMA_HD void begin_block(int m0_, int, int64_t) { m0 = m0_; }
-  template <class Copy>
-  MN_MMA_HD void load(const Copy& cp, int base, int tid, int k0, int k_end) const {
-    const int c = Map::col(tid), k = k0 + c;
-    const Entry e = ldg_entry(ktab + k);
+  template <int NCH, class Copy>
+  MN_MMA_HD void load(const Copy& cp, int base, int tid, int k0, int k_end, const Entry* kents, int chunk) const {
+    const int c = Map::col(tid), k = k0 + c, i0 = Map::template chunk_begin<NCH>(chunk);
+    const Entry e = kents[c];
     const bool kok = k < k_end && e.h >= 0;
 MN_MMA_UNROLL
-    for (int i = 0; i < Map::COUNT; ++i) {
+    for (int i = i0; i < i0 + Map::COUNT / NCH; ++i) {
       const int r = Map::row(tid, i), m = m0 + r;
       const bool ok = kok && m < M;
       cp.template copy<1>(base + Tile::S::at(r, c), ok ? dy + (e.aux + m * PQ) : dy, ok);
@@ -379,21 +422,21 @@ template <class Cfg, class Tile>
 struct WgradImgLoader {
   static_assert(Tile::kcontig, "im2col rows are k-contiguous");
   using Map = LoadMap<Tile::S::ROWS, Tile::S::COLS, 1, Cfg::THREADS>;
+  static_assert(Map::NCOL == 1, "one k column a thread");
   const float* x = nullptr;
-  const Entry* ktab = nullptr;  // shared with WgradDyLoader
   const Entry* ntab = nullptr;  // (c, r, s) rows, padded with kBad
   int H = 0, W = 0;
   int n0 = 0;
   MN_MMA_HD void begin_block(int n0_, int, int64_t) { n0 = n0_; }
-  template <class Copy>
-  MN_MMA_HD void load(const Copy& cp, int base, int tid, int k0, int k_end) const {
-    const int c = Map::col(tid), k = k0 + c;
-    const Entry e = ldg_entry(ktab + k);
+  template <int NCH, class Copy>
+  MN_MMA_HD void load(const Copy& cp, int base, int tid, int k0, int k_end, const Entry* kents, int chunk) const {
+    const int c = Map::col(tid), k = k0 + c, i0 = Map::template chunk_begin<NCH>(chunk);
+    const Entry e = kents[c];
     const bool kok = k < k_end;
 MN_MMA_UNROLL
-    for (int i = 0; i < Map::COUNT; ++i) {
+    for (int i = i0; i < i0 + Map::COUNT / NCH; ++i) {
       const int r = Map::row(tid, i);
-      const Entry ne = ldg_entry(ntab + n0 + r);
+      const Entry ne = ldg_entry(ntab + n0 + r);  // the same rows every k-tile: L1 hits
       const bool ok = kok && inside(e.h + ne.h, e.w + ne.w, H, W);
       cp.template copy<1>(base + Tile::S::at(r, c), ok ? x + (e.off + ne.off) : x, ok);
     }
@@ -409,8 +452,8 @@ template <class Cfg, class Tile>
 struct ConvBwdDataColsLoader {
   static_assert(!Tile::kcontig, "columns (n, h, w) are contiguous");
   using Map = LoadMap<Tile::S::ROWS, Tile::S::COLS, 1, Cfg::THREADS>;
+  static_assert(Map::NCOL == 1, "one column a thread");
   const float* dy = nullptr;
-  const Entry* ktab = nullptr;
   const Entry* ntab = nullptr;
   int P = 0, Q = 0;
   FastDiv dsh, dsw;
@@ -419,13 +462,13 @@ struct ConvBwdDataColsLoader {
     const Entry e = ldg_entry(ntab + n0 + Map::col(tid));
     noff = e.off, nh = e.h, nw = e.w;
   }
-  template <class Copy>
-  MN_MMA_HD void load(const Copy& cp, int base, int tid, int k0, int k_end) const {
-    const int c = Map::col(tid);
+  template <int NCH, class Copy>
+  MN_MMA_HD void load(const Copy& cp, int base, int tid, int k0, int k_end, const Entry* kents, int chunk) const {
+    const int c = Map::col(tid), i0 = Map::template chunk_begin<NCH>(chunk);
 MN_MMA_UNROLL
-    for (int i = 0; i < Map::COUNT; ++i) {
+    for (int i = i0; i < i0 + Map::COUNT / NCH; ++i) {
       const int r = Map::row(tid, i), k = k0 + r;
-      const Entry e = ldg_entry(ktab + k);
+      const Entry e = kents[r];
       const int ps = e.h + nh, qs = e.w + nw;
       int pr = 1, qr = 1;
       const int p = dsh.divmod(ps > 0 ? ps : 0, pr), q = dsw.divmod(qs > 0 ? qs : 0, qr);
@@ -491,16 +534,32 @@ MN_MMA_HD int64_t transposed_weight_src(int64_t i, int K, int C, int RS, bool fl
   const int rs = int(i % RS), k = int((i / RS) % K), c = int(i / (int64_t(RS) * K));
   return (int64_t(k) * C + c) * RS + (flip ? RS - 1 - rs : rs);
 }
-// Split-K of the weight gradient: about `target_blocks` blocks in all, each split at least
-// 8 k-tiles long, every split a whole number of k-tiles; returns k per split (a multiple
-// of bk; Kd itself or more when there is one split).
-MN_MMA_HD int wgrad_k_per_split(int Kd, int64_t tiles, int64_t target_blocks, int bk) {
+// Split-K that fills whole waves: a GEMM of `tiles` output tiles and k_tiles k-tiles, on
+// a GPU that runs `wave` blocks at once (SMs x blocks per SM). With s splits it takes about
+// ceil(tiles s / wave) waves of ceil(k_tiles / s) k-tiles each. Of the s within 3 % of the
+// least such time, the smallest: more splits only cut the last wave's idle tail finer
+// while each adds a partial (M N floats written, then read by the sum). Each split is at
+// least `min_tiles` k-tiles long and there are at most 65535 (gridDim.z). Returns k per
+// split (a multiple of bk; Kd rounded up to whole k-tiles when there is one split).
+MN_MMA_HD int64_t wave_fit_time(int64_t k_tiles, int64_t tiles, int64_t wave, int64_t s) {
+  const int64_t per = (k_tiles + s - 1) / s;
+  return ((tiles * s + wave - 1) / wave) * per;
+}
+MN_MMA_HD int wave_fit_k_per_split(int Kd, int64_t tiles, int64_t wave, int bk, int min_tiles = 8) {
   const int64_t k_tiles = (Kd + bk - 1) / bk;
-  int64_t splits = (target_blocks + tiles - 1) / (tiles > 0 ? tiles : 1);
-  if (splits > k_tiles / 8) splits = k_tiles / 8;
-  if (splits > 65535) splits = 65535;
-  if (splits < 1) splits = 1;
-  return int((k_tiles + splits - 1) / splits) * bk;
+  if (tiles < 1) tiles = 1;
+  if (wave < 1) wave = 1;
+  int64_t max_s = k_tiles / (min_tiles > 0 ? min_tiles : 1);
+  if (max_s > 65535) max_s = 65535;
+  int64_t best_t = wave_fit_time(k_tiles, tiles, wave, 1);
+  for (int64_t s = 2; s <= max_s; ++s) {
+    const int64_t t = wave_fit_time(k_tiles, tiles, wave, s);
+    if (t < best_t) best_t = t;
+  }
+  int64_t s = 1;
+  while (s < max_s && 100 * wave_fit_time(k_tiles, tiles, wave, s) > 103 * best_t) ++s;
+  const int64_t per = (k_tiles + s - 1) / s;
+  return int((per > 0 ? per : 1) * bk);
 }
 
 // Padded table lengths: k tables to whole k-tiles, x tables to whole block tiles.
@@ -543,5 +602,49 @@ struct SplitEpilogue {
     if (m < M && n < N) out[(int64_t(z) * M + m) * N + n] = v;
   }
 };
+
+// ---- 7. The pipeline schedule --------------------------------------------------------------
+// One block's k loop, for the kernel (one thread's view) and the CPU emulator (the whole
+// block at once) alike. Ops provides:
+//   ktab(t)        the cp.async copy of k-tile t's BK gather-table entries into ring slot
+//                  t % STAGES (nothing for operands without a k table or t past the end);
+//   data(t, c)     chunk c of KSTEPS of this thread's copies of k-tile t into stage
+//                  t % STAGES (nothing past the end);
+//   commit(), wait<N>() (cp.async.commit_group / wait_group N), barrier() (__syncthreads);
+//   compute(t, ks) the MMAs of k-step ks of the tile in stage t % STAGES.
+// cp.async group g carries data tile g and the k entries of tile g + STAGES - 1, so at
+// iteration kt, once at most STAGES - 2 groups are in flight, tile kt and the entries of
+// tile kt + STAGES - 1 (which that iteration gathers) have landed; the barrier after the
+// wait also says every warp is done with tile kt - 1, whose stage (and the entry slot of
+// tile kt + STAGES - 2) is refilled next. The refill is issued in KSTEPS chunks, one after
+// each k-step's MMAs, so a warp's gathers for tile kt + STAGES - 1 interleave with its
+// MMAs on tile kt instead of all preceding them. The k entries of tiles 0 .. STAGES - 2
+// are copied (and waited for) before the prologue.
+template <int STAGES, int KSTEPS, class Ops>
+MN_MMA_HD void run_pipeline(Ops& ops, int ntiles) {
+  for (int t = 0; t < STAGES - 1; ++t) ops.ktab(t);
+  ops.commit();
+  ops.template wait<0>();
+  ops.barrier();
+  for (int t = 0; t < STAGES - 1; ++t) {
+    ops.ktab(t + STAGES - 1);
+    for (int c = 0; c < KSTEPS; ++c) ops.data(t, c);
+    ops.commit();
+  }
+  for (int kt = 0; kt < ntiles; ++kt) {
+    ops.template wait<STAGES - 2>();
+    ops.barrier();
+    const int next = kt + STAGES - 1;
+    ops.ktab(next + STAGES - 1);
+    for (int ks = 0; ks < KSTEPS; ++ks) {
+      ops.compute(kt, ks);
+      ops.data(next, ks);
+    }
+    ops.commit();
+  }
+  ops.template wait<0>();
+}
+// k-steps per BK-deep tile: m16n8k8 (TF32) or m16n8k16 (BF16).
+MN_MMA_HD constexpr int ksteps(bool bf16, int bk) { return bf16 ? bk / 16 : bk / 8; }
 
 }  // namespace mn::kernels::mma

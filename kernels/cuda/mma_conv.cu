@@ -3,23 +3,31 @@
 //   forward          M = K, N = N P Q, Kd = C R S: A = w (dense, k-contiguous; 16-byte
 //                    copies when C R S % 4 == 0), B = im2col(x) through the tables
 //                    fwd_k_entry / fwd_n_entry; epilogue + bias (+ ReLU when fused).
-//                    128 x 128 tiles, or 64 x 256 when K <= 64 (Koch's layer 1).
+//                    128 x 128 tiles, or 64 x 256 when K <= 64 (Koch's layer 1;
+//                    off with MN_CONV_WIDE_TILE=0).
 //   backward-data    stride 1: the forward of dy with the weights flipped and transposed
-//                    (w'[c, k, R-1-r, S-1-s]) and padding dh (R-1) - ph; any other
-//                    stride: A = w transposed to (C, K R S), B gathered from dy with the
-//                    divisibility test (ConvBwdDataColsLoader).
+//                    (w'[c, k, R-1-r, S-1-s]) and padding dh (R-1) - ph (off with
+//                    MN_CONV_BWD_FLIP=0); any other stride: A = w transposed to
+//                    (C, K R S), B gathered from dy with the divisibility test
+//                    (ConvBwdDataColsLoader).
 //   backward-weight  M = K, N = C R S, Kd = N P Q: A = dy rows, B = im2col(x) rows, one
 //                    shared k table; N P Q split over blockIdx.z into ranges of whole
-//                    k-tiles so that about 4 blocks per SM run, the partials (splits, K,
-//                    C R S) summed in a fixed order (deterministic, no atomics).
+//                    k-tiles so that the blocks fill whole waves of the device
+//                    (wave_fit_k_per_split), the partials (splits, K, C R S) summed in a
+//                    fixed order (deterministic, no atomics).
 //                    128 x 128 tiles, or 64 x 128 when K <= 64.
 // The tables (16-byte entries, padded to whole tiles with entries that fail the bounds
-// test) are built per call by fill_table; a table is 16 bytes per k or column, about
-// 4 MB for Koch's layer 2 at 150 images, read once per k-tile per block.
+// test) depend on the geometry alone: built once per geometry and device by fill_table
+// and kept (TableCache; a table is 16 bytes per k or column, about 4 MB for Koch's layer
+// 2 at 150 images). The k table of a launch is staged into shared memory one k-tile at a
+// time by the pipeline (kernels/mma_layout.h, run_pipeline).
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <climits>
+#include <map>
+#include <mutex>
 
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/mma.h"
@@ -67,13 +75,37 @@ int current_device() {
   return dev;
 }
 
+bool stream_capturing() {
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  CUDA_CHECK(cudaStreamIsCapturing(cuda::stream(), &st));
+  return st != cudaStreamCaptureStatusNone;
+}
+
 // A table of n_real entries padded to a multiple of `pad`, from the caching allocator.
-Tensor make_table(const ConvGeom32& g, TableKind kind, int n_real, int pad) {
+Tensor build_table(const ConvGeom32& g, TableKind kind, int n_real, int pad) {
   const int n_total = round_up(std::max(n_real, 1), pad);
   Tensor t = Tensor::empty({int64_t(n_total) * 4}, DType::I32, Device::cuda(current_device()));
   fill_table<<<cuda::grid_for(n_total), 256, 0, cuda::stream()>>>(g, kind, reinterpret_cast<Entry*>(t.data<int32_t>()),
                                                                    n_real, n_total);
   CUDA_CHECK_LAUNCH("mma_conv_fill_table");
+  return t;
+}
+
+// The tables of every geometry seen, per device: a training step asks for the same few
+// geometries every step. Filled only outside CUDA-graph capture (a table first built
+// inside a capture would hold its entries only once the graph has been replayed); a
+// capture of a geometry not seen eagerly builds its tables per call, as a miss always did.
+// Kept for the life of the process (a few MB per layer).
+Tensor make_table(const ConvGeom32& g, TableKind kind, int n_real, int pad) {
+  using Key = std::array<int, 19>;
+  static std::mutex mu;
+  static std::map<Key, Tensor> cache;
+  const Key key{g.N,  g.C,  g.H,  g.W,  g.K,  g.R, g.S,    g.P, g.Q,           g.sh,
+                g.sw, g.ph, g.pw, g.dh, g.dw, int(kind), n_real, pad, current_device()};
+  std::lock_guard<std::mutex> lock(mu);
+  if (const auto it = cache.find(key); it != cache.end()) return it->second;
+  Tensor t = build_table(g, kind, n_real, pad);
+  if (!stream_capturing()) cache.emplace(key, t);
   return t;
 }
 const Entry* entries(const Tensor& t) { return reinterpret_cast<const Entry*>(t.data<int32_t>()); }
@@ -95,18 +127,18 @@ void forward_cfg(const ConvGeom32& g, const float* x, const float* w, const floa
   DenseLoader<Cfg, typename L::ATile, VA> la;
   la.p = w, la.ld = Kd, la.x_ext = M;
   ConvColsLoader<Cfg, typename L::BTile> lb;
-  lb.x = x, lb.ktab = entries(kt), lb.ntab = entries(nt), lb.H = g.H, lb.W = g.W;
+  lb.x = x, lb.ntab = entries(nt), lb.H = g.H, lb.W = g.W;
   ConvFwdEpilogue epi;
   epi.y = y, epi.bias = b, epi.M = M, epi.ncols = N, epi.PQ = g.P * g.Q, epi.dPQ = FastDiv(std::max(1, g.P * g.Q));
   epi.relu = relu;
-  launch_mma_igemm<Cfg, L, MATH>(la, lb, epi, M, N, Kd, ZArgs{}, 1, name);
+  launch_mma_igemm<Cfg, L, MATH>(la, lb, epi, M, N, Kd, ZArgs{}, 1, entries(kt), name);
 }
 
 template <MathKind MATH>
 void forward_math(const ConvGeom32& g, const float* x, const float* w, const float* b, float* y, bool relu,
                   const char* name) {
   const bool va = (g.C * g.R * g.S) % 4 == 0 && (reinterpret_cast<uintptr_t>(w) & 15) == 0;
-  if (g.K <= 64) {
+  if (g.K <= 64 && cuda_speedups().conv_wide_tile) {
     if (va) forward_cfg<Wide, MATH, 4>(g, x, w, b, y, relu, name);
     else forward_cfg<Wide, MATH, 1>(g, x, w, b, y, relu, name);
   } else {
@@ -149,11 +181,11 @@ void backward_data_strided(const ConvGeom32& g, const float* dy, const float* w,
   DenseLoader<Cfg, typename L::ATile, 1> la;
   la.p = wt.data<float>(), la.ld = Kd, la.x_ext = M;
   ConvBwdDataColsLoader<Cfg, typename L::BTile> lb;
-  lb.dy = dy, lb.ktab = entries(kt), lb.ntab = entries(nt), lb.P = g.P, lb.Q = g.Q;
+  lb.dy = dy, lb.ntab = entries(nt), lb.P = g.P, lb.Q = g.Q;
   lb.dsh = FastDiv(g.sh), lb.dsw = FastDiv(g.sw);
   ConvFwdEpilogue epi;  // dx (N, C, H, W): rows c, columns (n, h, w)
   epi.y = dx, epi.M = M, epi.ncols = N, epi.PQ = g.H * g.W, epi.dPQ = FastDiv(std::max(1, g.H * g.W));
-  launch_mma_igemm<Cfg, L, MATH>(la, lb, epi, M, N, Kd, ZArgs{}, 1, name);
+  launch_mma_igemm<Cfg, L, MATH>(la, lb, epi, M, N, Kd, ZArgs{}, 1, entries(kt), name);
 }
 
 // ---- backward-weight -----------------------------------------------------------------------------
@@ -168,29 +200,32 @@ __global__ void sum_partials(const float* __restrict__ part, float* __restrict__
 template <class Cfg, MathKind MATH>
 void backward_weight_cfg(const ConvGeom32& g, const float* x, const float* dy, float* dw, const char* name) {
   using L = StageLayout<Cfg, true, true>;
+  using LA = WgradDyLoader<Cfg, typename L::ATile>;
+  using LB = WgradImgLoader<Cfg, typename L::BTile>;
   const int M = g.K, N = g.C * g.R * g.S, Kd = g.N * g.P * g.Q;
-  // About 4 blocks per SM in all, each split at least 8 k-tiles long.
+  // Splits that fill whole waves of this device (its SMs x this kernel's blocks per SM).
   const int64_t tiles = int64_t((M + Cfg::BM - 1) / Cfg::BM) * ((N + Cfg::BN - 1) / Cfg::BN);
-  const int k_per_z = wgrad_k_per_split(Kd, tiles, 4 * int64_t(cuda_sm_count()), Cfg::BK);
+  const int64_t wave = int64_t(cuda_sm_count()) * mma_igemm_blocks_per_sm<Cfg, L, MATH, LA, LB, SplitEpilogue>();
+  const int k_per_z = wave_fit_k_per_split(Kd, tiles, wave, Cfg::BK);
   const int64_t splits = (Kd + k_per_z - 1) / k_per_z;
   const Tensor kt = make_table(g, TableKind::WgradK, Kd, Cfg::BK);
   const Tensor nt = make_table(g, TableKind::WgradN, N, Cfg::BN);
-  WgradDyLoader<Cfg, typename L::ATile> la;
-  la.dy = dy, la.ktab = entries(kt), la.M = M, la.PQ = g.P * g.Q;
-  WgradImgLoader<Cfg, typename L::BTile> lb;
-  lb.x = x, lb.ktab = entries(kt), lb.ntab = entries(nt), lb.H = g.H, lb.W = g.W;
+  LA la;
+  la.dy = dy, la.M = M, la.PQ = g.P * g.Q;
+  LB lb;
+  lb.x = x, lb.ntab = entries(nt), lb.H = g.H, lb.W = g.W;
   const ZArgs za{k_per_z, 0, 0};
   SplitEpilogue epi;
   epi.M = M, epi.N = N;
   if (splits == 1) {
     epi.out = dw;
-    launch_mma_igemm<Cfg, L, MATH>(la, lb, epi, M, N, Kd, za, 1, name);
+    launch_mma_igemm<Cfg, L, MATH>(la, lb, epi, M, N, Kd, za, 1, entries(kt), name);
     return;
   }
   const int64_t total = int64_t(M) * N;
   Tensor part = Tensor::empty({splits, total}, DType::F32, Device::cuda(current_device()));
   epi.out = part.data<float>();
-  launch_mma_igemm<Cfg, L, MATH>(la, lb, epi, M, N, Kd, za, int(splits), name);
+  launch_mma_igemm<Cfg, L, MATH>(la, lb, epi, M, N, Kd, za, int(splits), entries(kt), name);
   sum_partials<<<cuda::grid_for(total), 256, 0, cuda::stream()>>>(part.data<float>(), dw, int(splits), total);
   CUDA_CHECK_LAUNCH("mma_conv_bwd_weight_sum_partials");
 }
@@ -216,7 +251,7 @@ void mma_conv_backward_data_cuda(Precision p, const Conv2dGeom& geom, const floa
   const char* name = bf16 ? "conv_bwd_data_mma_bf16" : "conv_bwd_data_mma_tf32";
   const ConvGeom32 g = geom32(geom, name);
   check_math(p, name);
-  if (bwd_data_as_forward(g)) {  // stride 1: the forward of dy with flipped weights
+  if (bwd_data_as_forward(g) && cuda_speedups().conv_bwd_data_flip) {  // stride 1: a forward of dy
     const Tensor wf = transposed_weights(g, w, true);
     forward_any(p, bwd_data_forward_geometry(g), dy, wf.data<float>(), nullptr, dx, false, name);
     return;

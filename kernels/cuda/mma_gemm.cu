@@ -4,7 +4,7 @@
 // ldmatrix; stored (K, M) it is m-contiguous and read by 32-bit loads; likewise B), with
 // 16-byte cp.async when the pointers, leading dimensions, batch strides and contiguous
 // extents are multiples of 4 floats, 4-byte copies otherwise. 128 x 128 x 32 block tiles,
-// 8 warps of 64 x 32, 3 stages. Batched over gridDim.z; a GEMM with few tiles and a long K
+// 4 warps of 64 x 64, 3 stages, two blocks per SM (TileBig). Batched over gridDim.z; a GEMM with few tiles and a long K
 // is split by the caller (gemm_cuda_impl's split-K, a batched call over K slices).
 #include <cuda_runtime.h>
 
@@ -32,7 +32,7 @@ void launch_gemm(int batch, int M, int N, int K, float alpha, const float* A, in
   lb.p = B, lb.ld = ldb, lb.x_ext = N;
   GemmEpilogue epi;
   epi.C = C, epi.ldc = ldc, epi.c_zstride = sc, epi.M = M, epi.N = N, epi.alpha = alpha, epi.beta = beta;
-  launch_mma_igemm<Cfg, L, MATH>(la, lb, epi, M, N, K, ZArgs{0, sa, sb}, batch,
+  launch_mma_igemm<Cfg, L, MATH>(la, lb, epi, M, N, K, ZArgs{0, sa, sb}, batch, nullptr,
                                  MATH == MathKind::BF16 ? "gemm_mma_bf16" : "gemm_mma_tf32");
 }
 

@@ -5,18 +5,29 @@
 //     row addresses come from lanes 8 j .. 8 j + 7),
 //   - mma.m16n8k8 .tf32 and mma.m16n8k16 .bf16 (the fragment tables written out below
 //     from the ISA's "Matrix Fragments" sections, not taken from the header),
-//   - cp.async with zero-fill (src-size 0).
+//   - cp.async with zero-fill (src-size 0), its commit groups and wait_group N.
 // emulate_igemm runs one launch block by block, thread by thread, lane by lane, with the
-// kernel's loaders, fragment loads, rounding and epilogue; only the pipeline's order of
-// stages (a GPU matter) is left out. A wrong index anywhere gives a wrong product (or a
-// NaN: each stage starts filled with NaN, so a fragment that reads an element no copy
-// wrote poisons its outputs); an out-of-range address is caught by the copy check below
-// and, in the sanitizer build, by ASan.
+// kernel's pipeline schedule (run_pipeline in kernels/mma_layout.h), loaders, fragment
+// loads, rounding and epilogue. A wrong index anywhere gives a wrong product (or a NaN:
+// a stage is filled with NaN when its refill is issued, so a fragment that reads an
+// element no copy wrote, or one whose copy has not landed, poisons its outputs); an
+// out-of-range address is caught by the copy check below and, in the sanitizer build,
+// by ASan. The copies land in one of two ways, and a right pipeline passes both:
+//   Late   a group's copies land only when a wait_group retires it (a read that does not
+//          wait long enough sees NaN);
+//   Eager  every copy lands when it is issued (a refill issued into a stage that is still
+//          being multiplied overwrites it with NaN and then the next tile).
+// Fault injects the mistakes the tests must catch: a k-tile never multiplied, a ring one
+// stage shorter than the schedule assumes, a wait that leaves one group too many in flight.
 #pragma once
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <array>
 #include <cstdint>
+#include <deque>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -74,14 +85,37 @@ struct HostMem {
   uint32_t lds(int off) const { return f2u(smem->at(size_t(off))); }
 };
 
+enum class Landing { Late, Eager };
+struct Fault {
+  int drop_tile = -1;  // this k-tile (of each block and split) is never multiplied
+  int short_ring = 0;  // the ring has STAGES - short_ring stages
+  int wait_slack = 0;  // wait_group N + wait_slack
+};
+struct EmuOptions {
+  Landing landing = Landing::Late;
+  Fault fault;
+};
+
 // The buffers a copy may read (each operand's whole allocation).
 struct Span {
   const float* lo;
   const float* hi;
 };
+// cp.async: each copy checked, then landed at once (Eager) or kept in its commit group
+// until a wait retires the group (Late).
 struct HostCopy {
+  struct Pending {
+    int off;
+    float v;
+  };
+  struct State {
+    std::vector<Pending> open;
+    std::deque<std::vector<Pending>> groups;
+  };
   std::vector<float>* smem;
   std::vector<Span> allowed;
+  Landing landing = Landing::Late;
+  State* st = nullptr;
   template <int V>
   void copy(int off, const float* src, bool ok) const {
     bool inside_any = false;
@@ -93,7 +127,22 @@ struct HostCopy {
         ASSERT_EQ(reinterpret_cast<uintptr_t>(src) % 16, 0u) << "16-byte cp.async from an unaligned source";
       }
     }
-    for (int v = 0; v < V; ++v) smem->at(size_t(off + v)) = ok ? src[v] : 0.f;
+    for (int v = 0; v < V; ++v) {
+      ASSERT_LT(size_t(off + v), smem->size()) << "cp.async past the end of shared memory";
+      const float val = ok ? src[v] : 0.f;
+      if (landing == Landing::Eager) (*smem)[size_t(off + v)] = val;
+      else st->open.push_back({off + v, val});
+    }
+  }
+  void commit() const {
+    st->groups.push_back(std::move(st->open));
+    st->open.clear();
+  }
+  void wait(int n) const {  // cp.async.wait_group n: all but the newest n groups land
+    while (int(st->groups.size()) > n) {
+      for (const Pending& p : st->groups.front()) (*smem)[size_t(p.off)] = p.v;
+      st->groups.pop_front();
+    }
   }
 };
 
@@ -141,57 +190,119 @@ inline void mma_bf16(float (&d)[32][4], const uint32_t (&a)[32][4], const uint32
     }
 }
 
-// One warp's product of one stage, as warp_stage_mma in mma_igemm.cuh.
+// One warp's product of k-step ks of one stage, as warp_kstep_mma in mma_igemm.cuh.
+template <class Cfg>
+using WarpAcc = std::vector<std::array<std::array<std::array<float, 4>, Cfg::FN>, Cfg::FM>>;  // [lane]
 template <class Cfg, class Layout>
-void warp_stage(const HostMem& mem, int stage, int wm0, int wn0, Math math,
-                std::vector<std::array<std::array<std::array<float, 4>, Cfg::FN>, Cfg::FM>>& acc /*[lane]*/) {
+void warp_kstep(const HostMem& mem, int stage, int ks, int wm0, int wn0, Math math, WarpAcc<Cfg>& acc) {
   using AT = typename Layout::ATile;
   using BT = typename Layout::BTile;
   const int ab = Layout::a_off(stage), bb = Layout::b_off(stage);
-  const int step = math == Math::TF32 ? 8 : 16;
-  for (int kk = 0; kk < Cfg::BK; kk += step) {
-    static thread_local uint32_t a[32][Cfg::FM][4], b[32][Cfg::FN][2];
-    for (int l = 0; l < 32; ++l) {
-      if (math == Math::TF32) {
-        load_a_frags<Cfg, AT>(mem, ab, l, wm0, kk, a[l]);
-        load_b_frags<Cfg, BT>(mem, bb, l, wn0, kk, b[l]);
-        for (auto& f : a[l])
-          for (auto& r : f) r = to_tf32(r);
-        for (auto& f : b[l])
-          for (auto& r : f) r = to_tf32(r);
-      } else {
-        uint32_t h0[Cfg::FM][4], h1[Cfg::FM][4], g0[Cfg::FN][2], g1[Cfg::FN][2];
-        load_a_frags<Cfg, AT>(mem, ab, l, wm0, kk, h0);
-        load_a_frags<Cfg, AT>(mem, ab, l, wm0, kk + 8, h1);
-        load_b_frags<Cfg, BT>(mem, bb, l, wn0, kk, g0);
-        load_b_frags<Cfg, BT>(mem, bb, l, wn0, kk + 8, g1);
-        for (int fm = 0; fm < Cfg::FM; ++fm) bf16_a_from_halves(h0[fm], h1[fm], a[l][fm]);
-        for (int fn = 0; fn < Cfg::FN; ++fn) bf16_b_from_halves(g0[fn], g1[fn], b[l][fn]);
-      }
+  const int kk = math == Math::TF32 ? 8 * ks : 16 * ks;
+  static thread_local uint32_t a[32][Cfg::FM][4], b[32][Cfg::FN][2];
+  for (int l = 0; l < 32; ++l) {
+    if (math == Math::TF32) {
+      load_a_frags<Cfg, AT>(mem, ab, l, wm0, kk, a[l]);
+      load_b_frags<Cfg, BT>(mem, bb, l, wn0, kk, b[l]);
+      for (auto& f : a[l])
+        for (auto& r : f) r = to_tf32(r);
+      for (auto& f : b[l])
+        for (auto& r : f) r = to_tf32(r);
+    } else {
+      uint32_t h0[Cfg::FM][4], h1[Cfg::FM][4], g0[Cfg::FN][2], g1[Cfg::FN][2];
+      load_a_frags<Cfg, AT>(mem, ab, l, wm0, kk, h0);
+      load_a_frags<Cfg, AT>(mem, ab, l, wm0, kk + 8, h1);
+      load_b_frags<Cfg, BT>(mem, bb, l, wn0, kk, g0);
+      load_b_frags<Cfg, BT>(mem, bb, l, wn0, kk + 8, g1);
+      for (int fm = 0; fm < Cfg::FM; ++fm) bf16_a_from_halves(h0[fm], h1[fm], a[l][fm]);
+      for (int fn = 0; fn < Cfg::FN; ++fn) bf16_b_from_halves(g0[fn], g1[fn], b[l][fn]);
     }
-    for (int fm = 0; fm < Cfg::FM; ++fm)
-      for (int fn = 0; fn < Cfg::FN; ++fn) {
-        uint32_t fa[32][4], fb[32][2];
-        float d[32][4];
-        for (int l = 0; l < 32; ++l) {
-          for (int i = 0; i < 4; ++i) fa[l][i] = a[l][fm][i], d[l][i] = acc[l][fm][fn][i];
-          for (int i = 0; i < 2; ++i) fb[l][i] = b[l][fn][i];
-        }
-        if (math == Math::TF32) mma_tf32(d, fa, fb);
-        else mma_bf16(d, fa, fb);
-        for (int l = 0; l < 32; ++l)
-          for (int i = 0; i < 4; ++i) acc[l][fm][fn][i] = d[l][i];
-      }
   }
+  for (int fm = 0; fm < Cfg::FM; ++fm)
+    for (int fn = 0; fn < Cfg::FN; ++fn) {
+      uint32_t fa[32][4], fb[32][2];
+      float d[32][4];
+      for (int l = 0; l < 32; ++l) {
+        for (int i = 0; i < 4; ++i) fa[l][i] = a[l][fm][i], d[l][i] = acc[l][fm][fn][i];
+        for (int i = 0; i < 2; ++i) fb[l][i] = b[l][fn][i];
+      }
+      if (math == Math::TF32) mma_tf32(d, fa, fb);
+      else mma_bf16(d, fa, fb);
+      for (int l = 0; l < 32; ++l)
+        for (int i = 0; i < 4; ++i) acc[l][fm][fn][i] = d[l][i];
+    }
 }
 
-// One launch: grid (N tiles, M tiles, gz), as mma_igemm_kernel.
+// The whole block's side of run_pipeline: each op for every thread (copies) or warp
+// (MMAs) in turn.
+template <class Cfg, class Layout, class LA, class LB>
+struct HostPipeOps {
+  std::vector<LA>& las;
+  std::vector<LB>& lbs;
+  const HostCopy& cp;
+  const HostMem& mem;
+  std::vector<float>& smem;
+  const Entry* ktable;
+  int kbeg, kend, ntiles;
+  Math math;
+  Fault fault;
+  std::vector<WarpAcc<Cfg>>& acc;
+  static constexpr int KSTEPS_TF32 = ksteps(false, Cfg::BK), KSTEPS_BF16 = ksteps(true, Cfg::BK);
+  int ring() const { return Cfg::STAGES - fault.short_ring; }
+  const Entry* kents(int t) const {
+    return reinterpret_cast<const Entry*>(smem.data() + Layout::kt_off(t % ring()));
+  }
+  void ktab(int t) const {
+    if (ktable == nullptr || t >= ntiles) return;
+    const int off = Layout::kt_off(t % ring());
+    for (int j = 0; j < Cfg::BK; ++j) {  // poisoned until the copies land: entries that fail the bounds test
+      const Entry bad = bad_entry();
+      std::memcpy(smem.data() + off + 4 * j, &bad, sizeof bad);
+    }
+    for (int j = 0; j < Cfg::BK; ++j)
+      cp.template copy<4>(off + 4 * j, reinterpret_cast<const float*>(ktable + kbeg + t * Cfg::BK + j), true);
+  }
+  template <int KSTEPS>
+  void data_k(int t, int c) const {
+    if (t >= ntiles) return;
+    const int stage = t % ring(), k0 = kbeg + t * Cfg::BK;
+    if (c == 0)
+      std::fill(smem.begin() + Layout::a_off(stage), smem.begin() + Layout::a_off(stage) + Layout::STAGE,
+                std::numeric_limits<float>::quiet_NaN());
+    for (int tid = 0; tid < Cfg::THREADS; ++tid) {
+      las[size_t(tid)].template load<KSTEPS>(cp, Layout::a_off(stage), tid, k0, kend, kents(t), c);
+      lbs[size_t(tid)].template load<KSTEPS>(cp, Layout::b_off(stage), tid, k0, kend, kents(t), c);
+    }
+  }
+  void data(int t, int c) const {
+    if (math == Math::TF32) data_k<KSTEPS_TF32>(t, c);
+    else data_k<KSTEPS_BF16>(t, c);
+  }
+  void commit() const { cp.commit(); }
+  template <int N>
+  void wait() const {
+    cp.wait(N + fault.wait_slack);
+  }
+  void barrier() const {}
+  void compute(int t, int ks) const {
+    if (t == fault.drop_tile) return;
+    for (int w = 0; w < Cfg::WARPS; ++w)
+      warp_kstep<Cfg, Layout>(mem, t % ring(), ks, Cfg::warp_m0(w), Cfg::warp_n0(w), math, acc[size_t(w)]);
+  }
+};
+
+// One launch: grid (N tiles, M tiles, gz), as mma_igemm_kernel; ktable is the k table
+// the pipeline stages into shared memory (null for dense operands); `operands` the
+// buffers the copies may read.
 template <class Cfg, class Layout, class LA, class LB, class Epi>
 void emulate_igemm(const LA& la, const LB& lb, const Epi& epi, int M, int N, int Kd, int k_per_z, int64_t a_zoff,
-                   int64_t b_zoff, int gz, Math math, const std::vector<Span>& operands) {
-  using Acc = std::array<std::array<std::array<float, 4>, Cfg::FN>, Cfg::FM>;
-  std::vector<float> smem(size_t(Cfg::STAGES) * Layout::STAGE);
-  const HostCopy cp{&smem, operands};
+                   int64_t b_zoff, int gz, Math math, std::vector<Span> operands, const Entry* ktable = nullptr,
+                   size_t ktable_len = 0, const EmuOptions& opt = {}) {
+  std::vector<float> smem(size_t(Layout::FLOATS), std::numeric_limits<float>::quiet_NaN());
+  if (ktable != nullptr)
+    operands.push_back({reinterpret_cast<const float*>(ktable), reinterpret_cast<const float*>(ktable + ktable_len)});
+  HostCopy::State st;
+  const HostCopy cp{&smem, operands, opt.landing, &st};
   const HostMem mem{&smem};
   for (int z = 0; z < gz; ++z)
     for (int by = 0; by * Cfg::BM < M; ++by)
@@ -202,26 +313,22 @@ void emulate_igemm(const LA& la, const LB& lb, const Epi& epi, int M, int N, int
         std::vector<LA> las(Cfg::THREADS, la);
         std::vector<LB> lbs(Cfg::THREADS, lb);
         for (int t = 0; t < Cfg::THREADS; ++t) {
-          las[t].begin_block(m0, t, int64_t(z) * a_zoff);
-          lbs[t].begin_block(n0, t, int64_t(z) * b_zoff);
+          las[size_t(t)].begin_block(m0, t, int64_t(z) * a_zoff);
+          lbs[size_t(t)].begin_block(n0, t, int64_t(z) * b_zoff);
         }
-        std::vector<std::vector<Acc>> acc(Cfg::WARPS, std::vector<Acc>(32));
+        std::vector<WarpAcc<Cfg>> acc(Cfg::WARPS, WarpAcc<Cfg>(32));
         for (auto& w : acc)
           for (auto& l : w)
             for (auto& f : l)
               for (auto& g : f) g.fill(0.f);
         const int ntiles = kend > kbeg ? (kend - kbeg + Cfg::BK - 1) / Cfg::BK : 0;
-        for (int kt = 0; kt < ntiles; ++kt) {
-          const int stage = kt % Cfg::STAGES, k0 = kbeg + kt * Cfg::BK;
-          std::fill(smem.begin() + size_t(stage) * Layout::STAGE, smem.begin() + size_t(stage + 1) * Layout::STAGE,
-                    std::numeric_limits<float>::quiet_NaN());
-          for (int t = 0; t < Cfg::THREADS; ++t) {
-            las[t].load(cp, Layout::a_off(stage), t, k0, kend);
-            lbs[t].load(cp, Layout::b_off(stage), t, k0, kend);
-          }
-          for (int w = 0; w < Cfg::WARPS; ++w)
-            warp_stage<Cfg, Layout>(mem, stage, Cfg::warp_m0(w), Cfg::warp_n0(w), math, acc[w]);
+        HostPipeOps<Cfg, Layout, LA, LB> ops{las, lbs, cp, mem, smem, ktable, kbeg, kend, ntiles, math, opt.fault, acc};
+        if (math == Math::TF32) run_pipeline<Cfg::STAGES, ksteps(false, Cfg::BK)>(ops, ntiles);
+        else run_pipeline<Cfg::STAGES, ksteps(true, Cfg::BK)>(ops, ntiles);
+        if (opt.fault.wait_slack == 0) {
+          EXPECT_TRUE(st.open.empty() && st.groups.empty()) << "copies still in flight after the k loop";
         }
+        cp.wait(0);
         for (int w = 0; w < Cfg::WARPS; ++w)
           for (int l = 0; l < 32; ++l)
             for (int fm = 0; fm < Cfg::FM; ++fm)
@@ -229,7 +336,7 @@ void emulate_igemm(const LA& la, const LB& lb, const Epi& epi, int M, int N, int
                 for (int i = 0; i < 4; ++i) {
                   const RC e = acc_rc(l, i);
                   epi.store(m0 + Cfg::warp_m0(w) + 16 * fm + e.r, n0 + Cfg::warp_n0(w) + 8 * fn + e.c,
-                            acc[w][l][fm][fn][i], z);
+                            acc[size_t(w)][size_t(l)][size_t(fm)][size_t(fn)][size_t(i)], z);
                 }
       }
 }

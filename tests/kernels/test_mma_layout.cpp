@@ -138,6 +138,7 @@ TEST(MmaLayout, FragmentReadsAreFreeOfBankConflicts) {
   check_banks<TileBig, OperandTile<TileBig, false, 128>>(false);
   check_banks<TileWide, OperandTile<TileWide, false, 256>>(false);
   check_banks<TileMid, OperandTile<TileMid, true, 64>>(true);
+  check_banks<TileMid, OperandTile<TileMid, true, 128>>(false);
 }
 
 template <int R, int COLS, int V, int THREADS>
@@ -146,21 +147,48 @@ void check_map() {
   std::vector<int> hits(static_cast<size_t>(R) * COLS, 0);
   for (int t = 0; t < THREADS; ++t)
     for (int i = 0; i < M::COUNT; ++i)
-      for (int v = 0; v < V; ++v) ++hits.at(size_t(M::row(t, i)) * COLS + M::col(t) + v);
+      for (int j = 0; j < M::NCOL; ++j)
+        for (int v = 0; v < V; ++v) ++hits.at(size_t(M::row(t, i)) * COLS + M::col(t, j) + v);
   for (size_t e = 0; e < hits.size(); ++e) ASSERT_EQ(hits[e], 1) << R << "x" << COLS << " V" << V << " element " << e;
   // Consecutive threads take consecutive columns (coalesced reads).
   EXPECT_EQ(M::col(1) - M::col(0), V);
+  // The pipeline's chunks (4 k-steps of TF32, 2 of BF16) split a thread's copies exactly.
+  EXPECT_EQ(M::template chunk_begin<4>(3) + M::COUNT / 4, M::COUNT);
+  EXPECT_EQ(M::template chunk_begin<2>(1) + M::COUNT / 2, M::COUNT);
 }
 TEST(MmaLayout, CopyMapsCoverEachTileElementOnce) {
-  check_map<128, 32, 4, 256>();
-  check_map<128, 32, 1, 256>();
-  check_map<32, 128, 4, 256>();
-  check_map<32, 128, 1, 256>();
-  check_map<64, 32, 4, 256>();
-  check_map<64, 32, 1, 256>();
+  // The tiles of TileBig / TileWide / TileMid (128 threads) in both orientations and copy widths.
+  check_map<128, 32, 4, 128>();
+  check_map<128, 32, 1, 128>();
+  check_map<32, 128, 4, 128>();
+  check_map<32, 128, 1, 128>();
+  check_map<64, 32, 4, 128>();
+  check_map<64, 32, 1, 128>();
+  check_map<32, 256, 1, 128>();  // Wide's B: two columns a thread
+  check_map<32, 256, 4, 128>();
+  check_map<32, 64, 1, 128>();
+  check_map<128, 32, 1, 256>();  // and 256-thread blocks
   check_map<32, 256, 1, 256>();
-  check_map<32, 256, 4, 256>();
-  check_map<32, 64, 1, 256>();
+}
+
+// Every block tile fits MIN_BLOCKS blocks in an H100 / H200 SM (228 KB of shared memory,
+// at most 227 KB a block, 1 KB reserved per block) and in the register file (65,536
+// registers: MIN_BLOCKS x THREADS x 255 at most).
+template <class Cfg, bool A_KC, bool B_KC>
+void check_budget(const char* name) {
+  using L = StageLayout<Cfg, A_KC, B_KC>;
+  EXPECT_LE(L::BYTES, 227 * 1024) << name;
+  EXPECT_LE(Cfg::MIN_BLOCKS * (L::BYTES + 1024), 228 * 1024) << name << ": " << L::BYTES << " bytes a block";
+  EXPECT_LE(Cfg::MIN_BLOCKS * Cfg::THREADS * 255, 65536) << name;
+  EXPECT_EQ(L::kt_off(0) % 4, 0) << name << ": the k-entry ring is 16-byte aligned";
+  EXPECT_EQ(L::kt_off(Cfg::STAGES - 1) + L::KT_SLOT, L::FLOATS) << name;
+}
+TEST(MmaLayout, BlockTilesFitTheirBlocksPerSm) {
+  check_budget<TileBig, true, false>("Big, B n-contiguous");
+  check_budget<TileBig, true, true>("Big, both k-contiguous");
+  check_budget<TileBig, false, false>("Big, A m-contiguous");
+  check_budget<TileWide, true, false>("Wide");
+  check_budget<TileMid, true, true>("Mid");
 }
 
 TEST(MmaLayout, RoundingIsNearestTf32TiesAwayAndNearestEvenBf16) {
