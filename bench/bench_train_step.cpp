@@ -237,9 +237,9 @@ void BM_TrainStepGpuBf16(benchmark::State& st) { train_step_gpu(st, kernels::Pre
 
 }  // namespace
 
-BENCHMARK(BM_TrainStepGpu)->Arg(50)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(2.0);
-BENCHMARK(BM_TrainStepGpuTf32)->Arg(50)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(2.0);
-BENCHMARK(BM_TrainStepGpuBf16)->Arg(50)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(2.0);
+BENCHMARK(BM_TrainStepGpu)->Arg(4)->Arg(16)->Arg(50)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.5);
+BENCHMARK(BM_TrainStepGpuTf32)->Arg(4)->Arg(16)->Arg(50)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.5);
+BENCHMARK(BM_TrainStepGpuBf16)->Arg(4)->Arg(16)->Arg(50)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.5);
 BENCHMARK(BM_TrainStepCpu)->Arg(4)->Arg(16)->Arg(50)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(5.0);
 
 BENCHMARK_MAIN();

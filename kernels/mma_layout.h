@@ -562,6 +562,27 @@ MN_MMA_HD int wave_fit_k_per_split(int Kd, int64_t tiles, int64_t wave, int bk, 
   return int((per > 0 ? per : 1) * bk);
 }
 
+// The dense GEMM's split-K (kernels/cuda/gemm.cu, split_k_count; tools/gpu_model): how many
+// K-slices a GEMM of 128 x 128 output tiles runs as on a GPU that runs `wave` blocks at
+// once (1: no split). Only when its tiles cannot fill one wave and K is long. The
+// candidates divide K into slices that are multiples of 8 (whole k-tiles, float4 rows) and
+// at least 512 deep (the partials' extra traffic, s M N floats, stays small next to the
+// slice's M N K / s multiply-adds); of those, the blocks that fill whole waves best
+// (wave_fit_time: waves x 8-deep steps per slice), the smallest s within 3 % of the best.
+MN_MMA_HD int64_t dense_split_k(int64_t M, int64_t N, int64_t K, int64_t wave) {
+  const int64_t tiles = ((M + 127) / 128) * ((N + 127) / 128);
+  if (tiles >= wave || K < 1024) return 1;
+  int64_t best = -1;
+  for (int64_t s = 1; s <= K / 512; ++s)
+    if (K % s == 0 && (K / s) % 8 == 0) {
+      const int64_t t = wave_fit_time(K / 8, tiles, wave, s);
+      if (best < 0 || t < best) best = t;
+    }
+  for (int64_t s = 1; s <= K / 512; ++s)
+    if (K % s == 0 && (K / s) % 8 == 0 && 100 * wave_fit_time(K / 8, tiles, wave, s) <= 103 * best) return s;
+  return 1;
+}
+
 // Padded table lengths: k tables to whole k-tiles, x tables to whole block tiles.
 MN_MMA_HD int round_up(int n, int m) { return (n + m - 1) / m * m; }
 

@@ -6,10 +6,12 @@
 # MiB carry limit: about 38 MB of tests, 34 MB of benchmarks, 18 MB for the study),
 # or `all` of them packed with xz as .gpu/bin.tar.xz (unpacked to /tmp on the GPU
 # machine by tools/gpu_env.sh; 46 MB on 2026-11-28 with sm_80 + sm_90 code, too much
-# beside the 13 MB repository and the data), or `tc`: what tools/gpu_check.sh's
-# tensor-core plan runs (the test binaries, bench_gemm, bench_conv, bench_train_step,
-# omniglot_triplet), packed the same way; with --with-data it stages Omniglot and the
-# image cache but not MNIST. Then, on the GPU machine, from the
+# beside the 13 MB repository and the data), or `tc`: what tools/gpu_check.sh's two
+# calls run (the test binaries, bench_gemm, bench_conv, bench_train_step, omniglot_grid),
+# packed the same way, building only those targets; with --with-data it stages Omniglot
+# but not MNIST. Every group writes .gpu/STAGED (HEAD, a hash of the compiled sources,
+# the CUDA architectures in the binaries, cuDNN), which `tools/gpu_check.sh --dry-run`
+# compares with the working tree. Then, on the GPU machine, from the
 # repository root with .gpu carried:
 #   bash tools/gpu_run.sh      (runs whatever is staged; knobs in its header)
 #   bash tools/gpu_session.sh start|check|finish   (all --with-data: a whole session)
@@ -23,17 +25,33 @@ cd "$(dirname "$0")/.."
 # CMAKE_CUDA_ARCHITECTURES says otherwise) instead of a second, sm_90-only one.
 bd="${MN_BUILD_DIR:-build-gpu}"
 [[ -f "$bd/CMakeCache.txt" ]] || cmake -S . -B "$bd" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
-cmake --build "$bd" -j2
 what="${1:-tests}"
+# The compiled sources as they are now (an edit during the build makes the stage stale).
+stamp=$(bash tools/gpu_check.sh --source-stamp)
+if [[ "$what" == tc ]]; then
+  # Only what tools/gpu_check.sh runs (a whole CUDA build takes hours on 2 cores).
+  cmake --build "$bd" -j2 --target mn_tests_runtime mn_tests_kernels mn_tests_autograd mn_tests_nn \
+    mn_tests_data mn_tests_experiments bench_gemm bench_conv bench_train_step omniglot_grid
+else
+  cmake --build "$bd" -j2
+fi
 case "$what" in
   tests) pattern="$bd/tests/mn_tests_*" ;;
   bench) pattern="$bd/bench/bench_*" ;;
   study) pattern="$bd/experiments/omniglot_*" ;;
   all) pattern="$bd/tests/mn_tests_* $bd/bench/bench_* $bd/experiments/omniglot_* $bd/experiments/sampling" ;;
-  tc) pattern="$bd/tests/mn_tests_* $bd/bench/bench_gemm $bd/bench/bench_conv $bd/bench/bench_train_step $bd/experiments/omniglot_triplet" ;;
+  tc) pattern="$bd/tests/mn_tests_* $bd/bench/bench_gemm $bd/bench/bench_conv $bd/bench/bench_train_step $bd/experiments/omniglot_grid" ;;
   *) echo "usage: tools/gpu_stage.sh tests|bench|study|all|tc [--with-data]" >&2; exit 2 ;;
 esac
 rm -rf .gpu && mkdir -p .gpu/lib
+# The CUDA code in the binaries (cuobjdump), else the configured architectures.
+archs=""
+if command -v cuobjdump >/dev/null && [[ -x "$bd/bench/bench_conv" ]]; then
+  archs=$(cuobjdump --list-elf "$bd/bench/bench_conv" 2>/dev/null | grep -o 'sm_[0-9]*' | sort -u | tr '\n' ' ' || true)
+fi
+[[ -n "$archs" ]] || archs=$(sed -n 's/^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=//p' "$bd/CMakeCache.txt")
+cudnn=no
+grep -qE '^CUDNN_LIB:FILEPATH=/' "$bd/CMakeCache.txt" && cudnn=yes
 dest=.gpu
 [[ "$what" == all || "$what" == tc ]] && dest=.gpu/bin && mkdir -p "$dest"
 for b in $pattern; do
@@ -70,4 +88,15 @@ if [[ "${2:-}" == "--with-data" ]]; then
     tar -C "$cache" -cJf .gpu/cache.tar.xz omniglot_images_background.mnpack omniglot_images_evaluation.mnpack
   fi
 fi
+# Written last: a stage that stopped half-way has no STAGED and reads as missing.
+{
+  echo "head=$(git rev-parse HEAD)"
+  echo "sources=$stamp"
+  echo "group=$what"
+  echo "data=$([[ "${2:-}" == --with-data ]] && echo yes || echo no)"
+  echo "archs=${archs:-unknown}"
+  echo "cudnn=$cudnn"
+  echo "build_dir=$bd"
+  echo "date=$(date -u +%FT%TZ)"
+} > .gpu/STAGED
 du -sh .gpu

@@ -490,29 +490,13 @@ bool can_vectorise(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A
 }
 
 
-// How many K-slices a single GEMM runs as (1: no split). Only when its 128 x 128 output
-// tiles cannot fill one wave of the GPU (SMs x blocks_per_sm: 2 for the mma.sync kernel,
-// whose 128-thread blocks fit two to an SM) and K is long. The candidates divide K into
-// slices that are multiples of 8 (whole k-tiles, float4 rows) and at least 512 deep (the
-// partials' extra traffic, s*M*N floats, stays small next to the slice's M*N*K/s
-// multiply-adds); of those, the blocks that fill whole waves best (mma::wave_fit_time:
-// waves x 8-deep steps per slice), the smallest s within 3 % of the best. Koch's dense
-// layer at 150 rows: the forward (64 tiles, K 9216) 4 slices = 256 blocks, 0.97 of a
-// wave of 264; the backward-data (144 tiles, K 4096) 8 slices, 5 waves of 512-deep slices
-// instead of 144 blocks of 4096 (0.55 of a wave).
+// How many K-slices a single GEMM runs as (1: no split): mma::dense_split_k over a wave of
+// SMs x blocks_per_sm (2 for the mma.sync kernel, whose 128-thread blocks fit two to an
+// SM). Koch's dense layer at 150 rows: the forward (64 tiles, K 9216) 4 slices = 256
+// blocks, 0.97 of a wave of 264; the backward-data (144 tiles, K 4096) 8 slices, 5 waves
+// of 512-deep slices instead of 144 blocks of 4096 (0.55 of a wave).
 int64_t split_k_count(int64_t M, int64_t N, int64_t K, int blocks_per_sm) {
-  const int64_t tiles = ((M + 127) / 128) * ((N + 127) / 128);
-  const int64_t wave = int64_t(cuda_sm_count()) * std::max(1, blocks_per_sm);
-  if (tiles >= wave || K < 1024) return 1;
-  int64_t best = -1;
-  for (int64_t s = 1; s <= K / 512; ++s)
-    if (K % s == 0 && (K / s) % 8 == 0) {
-      const int64_t t = mma::wave_fit_time(K / 8, tiles, wave, s);
-      if (best < 0 || t < best) best = t;
-    }
-  for (int64_t s = 1; s <= K / 512; ++s)
-    if (K % s == 0 && (K / s) % 8 == 0 && 100 * mma::wave_fit_time(K / 8, tiles, wave, s) <= 103 * best) return s;
-  return 1;
+  return mma::dense_split_k(M, N, K, int64_t(cuda_sm_count()) * std::max(1, blocks_per_sm));
 }
 
 // C = sum over s of part[s] (+ beta * C), summed in a fixed order (deterministic);
