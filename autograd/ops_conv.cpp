@@ -1,10 +1,40 @@
-// Tape wrappers for conv2d, max/avg pooling, linear and flatten (autograd/ops_conv.h).
+// Tape wrappers for conv2d (also fused with ReLU and max-pooling), max/avg pooling, linear
+// and flatten (autograd/ops_conv.h).
 #include "autograd/ops_conv.h"
 
 #include "kernels/activation.h"
 #include "kernels/linear.h"
 
 namespace mn::ag {
+
+namespace {
+// What a convolution node saves and how it turns dL/d(pre-activation) into its inputs'
+// gradients (conv2d and conv2d_relu_max_pool2d): the input only for dW, the weight
+// only for dX.
+struct ConvGrads {
+  Tensor xs, ws;
+  Shape x_shape, w_shape;
+  kernels::Conv2dParams p;  // relu off: the caller applied ReLU's backward already
+  bool need_dx = false, need_dw = false, need_db = false, has_b = false;
+
+  ConvGrads(const Variable& x, const Variable& w, const Variable& b, const kernels::Conv2dParams& pc)
+      : x_shape(x.shape()), w_shape(w.shape()), p(pc) {
+    need_dx = x.requires_grad(), need_dw = w.requires_grad();
+    need_db = b.defined() && b.requires_grad();
+    has_b = b.defined();
+    xs = need_dw ? x.data() : Tensor();
+    ws = need_dx ? w.data() : Tensor();
+    p.relu = false;
+  }
+  std::vector<Tensor> operator()(const Tensor& dy) const {
+    std::vector<Tensor> g(has_b ? 3 : 2);
+    if (need_dx) g[0] = kernels::conv2d_backward_data(dy, ws, x_shape, p);
+    if (need_dw) g[1] = kernels::conv2d_backward_weight(dy, xs, w_shape, p);
+    if (need_db) g[2] = kernels::conv2d_backward_bias(dy);
+    return g;
+  }
+};
+}  // namespace
 
 Variable conv2d(const Variable& x, const Variable& w, const Variable& b,
                 const kernels::Conv2dParams& p) {
@@ -14,28 +44,35 @@ Variable conv2d(const Variable& x, const Variable& w, const Variable& b,
   std::vector<Variable> inputs{x, w};
   if (b.defined()) inputs.push_back(b);
   if (!any_requires_grad(inputs)) return make_variable(y, inputs, nullptr, "conv2d");
-  const bool need_dx = x.requires_grad(), need_dw = w.requires_grad();
-  const bool need_db = b.defined() && b.requires_grad();
-  const bool has_b = b.defined();
-  // Save the input only for dW and the weight only for dX; with the fused ReLU, its output
-  // (y > 0 exactly where the pre-activation is > 0, so it gives ReLU's gradient).
-  Tensor xs = need_dw ? x.data() : Tensor();
-  Tensor ws = need_dx ? w.data() : Tensor();
+  // With the fused ReLU, the node saves its output (y > 0 exactly where the
+  // pre-activation is > 0, so it gives ReLU's gradient).
   Tensor ys = p.relu ? y : Tensor();
-  const Shape x_shape = x.shape(), w_shape = w.shape();
-  kernels::Conv2dParams pc = p;
-  pc.relu = false;
-  auto backward = [xs, ws, ys, x_shape, w_shape, pc, need_dx, need_dw, need_db,
-                   has_b](const Tensor& dy_out) {
-    const Tensor dy = ys.defined() ? kernels::activation_backward(kernels::Act::ReLU, ys, dy_out) : dy_out;
-    const kernels::Conv2dParams& p = pc;
-    std::vector<Tensor> g(has_b ? 3 : 2);
-    if (need_dx) g[0] = kernels::conv2d_backward_data(dy, ws, x_shape, p);
-    if (need_dw) g[1] = kernels::conv2d_backward_weight(dy, xs, w_shape, p);
-    if (need_db) g[2] = kernels::conv2d_backward_bias(dy);
-    return g;
+  ConvGrads grads(x, w, b, p);
+  auto backward = [ys, grads](const Tensor& dy_out) {
+    return grads(ys.defined() ? kernels::activation_backward(kernels::Act::ReLU, ys, dy_out) : dy_out);
   };
   return make_variable(y, inputs, backward, "conv2d");
+}
+
+Variable conv2d_relu_max_pool2d(const Variable& x, const Variable& w, const Variable& b,
+                                const kernels::Conv2dParams& p, const kernels::Pool2dParams& pool) {
+  MN_CHECK(x.defined() && w.defined(), "conv2d_relu_max_pool2d: input and weight must be defined");
+  kernels::Conv2dParams pc = p;
+  pc.relu = true;
+  Tensor r = kernels::conv2d_forward(x.data(), w.data(), b.defined() ? b.data() : Tensor(), pc);
+  auto [y, am] = kernels::max_pool2d_forward(r, pool);
+  std::vector<Variable> inputs{x, w};
+  if (b.defined()) inputs.push_back(b);
+  if (!any_requires_grad(inputs)) return make_variable(y, inputs, nullptr, "conv2d_relu_max_pool2d");
+  // Saved: the pooled output and its argmax (a quarter of the ReLU output each for 2x2),
+  // never the full-size activation.
+  const Shape r_shape = r.shape();
+  ConvGrads grads(x, w, b, pc);
+  Tensor ys = y, ams = am;
+  auto backward = [ys, ams, r_shape, pool, grads](const Tensor& dy) {
+    return grads(kernels::max_pool2d_relu_backward(dy, ys, ams, r_shape, pool));
+  };
+  return make_variable(y, inputs, backward, "conv2d_relu_max_pool2d");
 }
 
 Variable max_pool2d(const Variable& x, const kernels::Pool2dParams& p) {

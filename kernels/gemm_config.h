@@ -142,6 +142,14 @@ bool fp32_forced();
 //              ag::conv2d_relu) adds bias and applies ReLU in the tensor-core kernel's
 //              epilogue instead of a second pass over the output. Off with
 //              MN_CONV_FUSED_RELU=0 (then the same values come from two passes).
+//   pool scatter  a max-pool backward whose windows do not overlap (stride >= kernel,
+//              Koch's 2x2 / 2) runs one thread per output writing its whole window
+//              instead of one per input element gathering (kernels/cuda/pool.cu); the
+//              same bits. Off with MN_POOL_SCATTER=0.
+//   optim one launch  Adam / AdamW update every parameter group of one dtype and
+//              device in one launch, the bias corrections and the device step counts
+//              advanced inside it (kernels/cuda/optim.cu), instead of two launches per
+//              group; the same arithmetic. Off with MN_OPTIM_ONE_LAUNCH=0.
 // Read once from the environment (default on), then set_cuda_speedups() changes them.
 struct CudaSpeedups {
   bool split_k = true;
@@ -149,6 +157,8 @@ struct CudaSpeedups {
   bool conv_wide_tile = true;
   bool tc_mma = true;
   bool conv_fused_relu = true;
+  bool pool_scatter = true;
+  bool optim_one_launch = true;
 };
 CudaSpeedups cuda_speedups();
 void set_cuda_speedups(const CudaSpeedups& s);

@@ -85,6 +85,8 @@ std::atomic<bool> g_conv_flip{env_on("MN_CONV_BWD_FLIP")};
 std::atomic<bool> g_conv_wide{env_on("MN_CONV_WIDE_TILE")};
 std::atomic<bool> g_tc_mma{env_on("MN_TC_MMA")};
 std::atomic<bool> g_fused_relu{env_on("MN_CONV_FUSED_RELU")};
+std::atomic<bool> g_pool_scatter{env_on("MN_POOL_SCATTER")};
+std::atomic<bool> g_optim_one_launch{env_on("MN_OPTIM_ONE_LAUNCH")};
 }  // namespace
 CudaSpeedups cuda_speedups() {
   CudaSpeedups s;
@@ -93,6 +95,8 @@ CudaSpeedups cuda_speedups() {
   s.conv_wide_tile = g_conv_wide.load();
   s.tc_mma = g_tc_mma.load();
   s.conv_fused_relu = g_fused_relu.load();
+  s.pool_scatter = g_pool_scatter.load();
+  s.optim_one_launch = g_optim_one_launch.load();
   return s;
 }
 void set_cuda_speedups(const CudaSpeedups& s) {
@@ -101,6 +105,8 @@ void set_cuda_speedups(const CudaSpeedups& s) {
   g_conv_wide.store(s.conv_wide_tile);
   g_tc_mma.store(s.tc_mma);
   g_fused_relu.store(s.conv_fused_relu);
+  g_pool_scatter.store(s.pool_scatter);
+  g_optim_one_launch.store(s.optim_one_launch);
 }
 
 void set_cuda_gemm_variant(CudaGemmVariant v) {

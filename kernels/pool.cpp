@@ -64,6 +64,30 @@ Tensor max_pool2d_backward(const Tensor& dy_, const Tensor& am_, const Shape& x_
   return dx;
 }
 
+Tensor max_pool2d_relu_backward(const Tensor& dy_, const Tensor& y_, const Tensor& am_,
+                                const Shape& x_shape, const Pool2dParams& p) {
+  const char* op = "max_pool2d_relu_backward";
+  check_defined(op, dy_, "grad_output");
+  check_defined(op, y_, "output");
+  check_defined(op, am_, "argmax");
+  check_floating(op, dy_);
+  check_same_dtype(op, dy_, y_);
+  check_same_device(op, dy_, y_);
+  check_same_device(op, dy_, am_);
+  const Pool2dGeom g = pool2d_geometry(op, x_shape, p);
+  const Shape ys{g.N, g.C, g.P, g.Q};
+  MN_CHECK(dy_.shape() == ys && y_.shape() == ys && am_.shape() == ys, op, ": grad_output ",
+           shape_str(dy_.shape()), ", output ", shape_str(y_.shape()), " and argmax ",
+           shape_str(am_.shape()), " must be ", shape_str(ys), " for input ", shape_str(x_shape));
+  MN_CHECK(am_.dtype() == DType::I32, op, ": argmax must be int32, got ", dtype_name(am_.dtype()));
+  const Tensor dy = dy_.contiguous(), y = y_.contiguous(), am = am_.contiguous();
+  Tensor dx = Tensor::empty(x_shape, dy.dtype(), dy.device());
+  if (dx.numel() == 0) return dx;
+  MN_DISPATCH_KERNEL(op, dy, max_pool2d_relu_backward,
+      g, dy.data<scalar_t>(), y.data<scalar_t>(), am.data<int32_t>(), dx.data<scalar_t>());
+  return dx;
+}
+
 Tensor avg_pool2d_forward(const Tensor& x_, const Pool2dParams& p) {
   const char* op = "avg_pool2d";
   check_defined(op, x_, "input");

@@ -106,8 +106,7 @@ class SiameseStudy : public OmniglotStudy {
     auto e = net_->embed_pairs(Variable(inputs_[0]), Variable(inputs_[1]));
     nn::LossOutput out = nn::koch_siamese_loss(e[0], e[1], net_->head_weight(), net_->head_bias(), inputs_[2]);
     backward(out.loss);
-    opt_->step();
-    opt_->zero_grad();
+    opt_->step_and_zero_grad();  // the update zeroes the gradients it read
     return loss_device_stats(out.stats, static_cast<double>(B / world_),
                              {"train_loss", "active_share", "mean_weighted_l1_genuine", "mean_weighted_l1_impostor"});
   }

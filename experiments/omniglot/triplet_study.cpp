@@ -298,8 +298,7 @@ class TripletStudy : public OmniglotStudy {
         // (a data-parallel rank mining locally still joins the others' gradient average, with zeros)
         if (dp_ && f_->flag("mine-locally")) {
           backward(ag::mul(ag::sum(e), 0.0));
-          opt_->step();
-          opt_->zero_grad();
+          opt_->step_and_zero_grad();  // the update zeroes the gradients it read
         }
         return host_device_stats({{"train_loss", 0}, {"active_share", 0}, {"mean_d_pos", 0}, {"mean_d_neg", 0}});
       }
@@ -312,8 +311,7 @@ class TripletStudy : public OmniglotStudy {
       backward(out.loss);
       s = stats(out.stats, static_cast<double>(B));
     }
-    opt_->step();
-    opt_->zero_grad();
+    opt_->step_and_zero_grad();  // the update zeroes the gradients it read
     return s;
   }
 

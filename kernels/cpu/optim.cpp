@@ -79,10 +79,11 @@ void sgd_step_cpu(const MultiTensorDesc* descs, const MultiTensorChunk* chunks, 
       const int64_t s = chunks[c].start;
       const int64_t e = std::min(d.numel, s + kMultiTensorChunk);
       T* p = static_cast<T*>(d.param);
-      const T* g = static_cast<const T*>(d.grad);
+      T* g = static_cast<T*>(d.grad);
       T* buf = static_cast<T*>(d.state0);
       for (int64_t i = s; i < e; ++i) {
         T gi = g[i] + wd * p[i];
+        if (h.zero_grad) g[i] = T(0);
         if (use_mom) {
           T b = first ? gi : mom * buf[i] + damp1 * gi;
           buf[i] = b;
@@ -95,34 +96,69 @@ void sgd_step_cpu(const MultiTensorDesc* descs, const MultiTensorChunk* chunks, 
 }
 
 template <typename T>
-void adam_step_cpu(const MultiTensorDesc* descs, const MultiTensorChunk* chunks, int64_t nchunks,
-                   const AdamHyper& h) {
-  const T b1 = static_cast<T>(h.beta1), b2 = static_cast<T>(h.beta2);
-  const T omb1 = static_cast<T>(1.0 - h.beta1), omb2 = static_cast<T>(1.0 - h.beta2);
-  const T eps = static_cast<T>(h.eps);
+AdamConsts<T> adam_consts(const AdamHyper& h) {
   const double bc1 = 1.0 - std::pow(h.beta1, static_cast<double>(h.step));
   const double bc2 = 1.0 - std::pow(h.beta2, static_cast<double>(h.step));
-  const T step_size = static_cast<T>(h.lr / bc1);
-  const T inv_sqrt_bc2 = static_cast<T>(1.0 / std::sqrt(bc2));
-  const T l2 = h.decoupled ? T(0) : static_cast<T>(h.weight_decay);
-  const T decay = h.decoupled ? static_cast<T>(1.0 - h.lr * h.weight_decay) : T(1);
+  AdamConsts<T> c;
+  c.b1 = static_cast<T>(h.beta1), c.b2 = static_cast<T>(h.beta2);
+  c.omb1 = static_cast<T>(1.0 - h.beta1), c.omb2 = static_cast<T>(1.0 - h.beta2);
+  c.eps = static_cast<T>(h.eps);
+  c.step_size = static_cast<T>(h.lr / bc1);
+  c.inv_sqrt_bc2 = static_cast<T>(1.0 / std::sqrt(bc2));
+  c.l2 = h.decoupled ? T(0) : static_cast<T>(h.weight_decay);
+  c.decay = h.decoupled ? static_cast<T>(1.0 - h.lr * h.weight_decay) : T(1);
+  return c;
+}
+
+namespace {
+// Elements [s, e) of one tensor (the loop of every Adam form, CPU and CUDA alike).
+template <typename T>
+void adam_range(const MultiTensorDesc& d, int64_t s, int64_t e, const AdamConsts<T>& c,
+                bool zero_grad) {
+  T* p = static_cast<T*>(d.param);
+  T* g = static_cast<T*>(d.grad);
+  T* m = static_cast<T*>(d.state0);
+  T* v = static_cast<T*>(d.state1);
+  for (int64_t i = s; i < e; ++i) {
+    const T gi = g[i] + c.l2 * p[i];
+    if (zero_grad) g[i] = T(0);
+    const T mi = c.b1 * m[i] + c.omb1 * gi;
+    const T vi = c.b2 * v[i] + c.omb2 * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = p[i] * c.decay - c.step_size * mi / (std::sqrt(vi) * c.inv_sqrt_bc2 + c.eps);
+  }
+}
+}  // namespace
+
+template <typename T>
+void adam_step_cpu(const MultiTensorDesc* descs, const MultiTensorChunk* chunks, int64_t nchunks,
+                   const AdamHyper& h) {
+  const AdamConsts<T> c = adam_consts<T>(h);
   parallel_for(0, nchunks, kChunkGrain, [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c) {
-      const MultiTensorDesc& d = descs[chunks[c].tensor];
-      const int64_t s = chunks[c].start;
-      const int64_t e = std::min(d.numel, s + kMultiTensorChunk);
-      T* p = static_cast<T*>(d.param);
-      const T* g = static_cast<const T*>(d.grad);
-      T* m = static_cast<T*>(d.state0);
-      T* v = static_cast<T*>(d.state1);
-      for (int64_t i = s; i < e; ++i) {
-        const T gi = g[i] + l2 * p[i];
-        const T mi = b1 * m[i] + omb1 * gi;
-        const T vi = b2 * v[i] + omb2 * gi * gi;
-        m[i] = mi;
-        v[i] = vi;
-        p[i] = p[i] * decay - step_size * mi / (std::sqrt(vi) * inv_sqrt_bc2 + eps);
-      }
+    for (int64_t k = c0; k < c1; ++k) {
+      const MultiTensorDesc& d = descs[chunks[k].tensor];
+      const int64_t s = chunks[k].start;
+      adam_range<T>(d, s, std::min(d.numel, s + kMultiTensorChunk), c, h.zero_grad);
+    }
+  });
+}
+
+template <typename T>
+void adam_step_groups_cpu(const MultiTensorDesc* descs, const MultiTensorChunk* chunks,
+                          int64_t nchunks, const AdamHyper* groups, int ngroups, bool zero_grad) {
+  std::vector<AdamConsts<T>> c;
+  for (int k = 0; k < ngroups; ++k) c.push_back(adam_consts<T>(groups[k]));
+  for (int64_t k = 0; k < nchunks; ++k) {
+    const int64_t gi = descs[chunks[k].tensor].group;
+    MN_CHECK(gi >= 0 && gi < ngroups, "adam_step_groups: descriptor ", chunks[k].tensor,
+             " names group ", gi, " of ", ngroups);
+  }
+  parallel_for(0, nchunks, kChunkGrain, [&](int64_t c0, int64_t c1) {
+    for (int64_t k = c0; k < c1; ++k) {
+      const MultiTensorDesc& d = descs[chunks[k].tensor];
+      const int64_t s = chunks[k].start;
+      adam_range<T>(d, s, std::min(d.numel, s + kMultiTensorChunk), c[size_t(d.group)], zero_grad);
     }
   });
 }
@@ -167,6 +203,9 @@ void scale_grads_cpu(const MultiTensorDesc* descs, const MultiTensorChunk* chunk
                                 const SgdHyper&);                                           \
   template void adam_step_cpu<T>(const MultiTensorDesc*, const MultiTensorChunk*, int64_t,  \
                                  const AdamHyper&);                                         \
+  template void adam_step_groups_cpu<T>(const MultiTensorDesc*, const MultiTensorChunk*,    \
+                                        int64_t, const AdamHyper*, int, bool);               \
+  template AdamConsts<T> adam_consts<T>(const AdamHyper&);                                   \
   template double grad_sumsq_cpu<T>(const MultiTensorDesc*, const MultiTensorChunk*, int64_t); \
   template void scale_grads_cpu<T>(const MultiTensorDesc*, const MultiTensorChunk*, int64_t, \
                                    double);
@@ -200,6 +239,39 @@ void fused_adam_step(MultiTensorPlan& plan, DType dtype, Device device, const Ad
       });
     } else {
       adam_step_cpu<scalar_t>(plan.descs().data(), plan.chunks().data(), plan.num_chunks(), h);
+    }
+  });
+}
+
+void fused_adam_step_groups(MultiTensorPlan& plan, DType dtype, Device device,
+                            const std::vector<AdamHyper>& groups, bool zero_grad,
+                            const Tensor& done) {
+  const int n = static_cast<int>(groups.size());
+  MN_CHECK(n >= 1 && n <= kMaxAdamGroups, "fused_adam_step_groups: ", n,
+           " groups, one launch takes 1 to ", kMaxAdamGroups);
+  for (size_t i = 0; i < plan.descs().size(); ++i)  // the kernels index their table with it
+    MN_CHECK(plan.descs()[i].group >= 0 && plan.descs()[i].group < n, "fused_adam_step_groups: "
+             "descriptor ", i, " names group ", plan.descs()[i].group, " of ", n);
+  if (plan.empty()) return;
+  MN_DISPATCH_FLOAT(dtype, "fused_adam_step_groups", [&] {
+    if (device.is_cuda()) {
+      const bool counts = groups[0].device_step != nullptr;
+      for (const AdamHyper& h : groups)
+        MN_CHECK((h.device_step != nullptr) == counts, "fused_adam_step_groups: every group or "
+                 "none must count its steps on the device");
+      MN_CHECK(!counts || (done.defined() && done.dtype() == DType::I32 && done.numel() == 1 &&
+                           done.device() == device),
+               "fused_adam_step_groups: device step counts need a zeroed int32 scalar on ",
+               device.str(), " to count the blocks, got ",
+               done.defined() ? done.desc() : std::string("undefined"));
+      MN_CUDA_BRANCH("fused_adam_step_groups", device, dtype, {
+        adam_step_groups_cuda<scalar_t>(plan.device_descs(device), plan.device_chunks(device),
+                                        plan.num_chunks(), groups.data(), n, zero_grad,
+                                        counts ? reinterpret_cast<unsigned*>(done.raw_data()) : nullptr);
+      });
+    } else {
+      adam_step_groups_cpu<scalar_t>(plan.descs().data(), plan.chunks().data(), plan.num_chunks(),
+                                     groups.data(), n, zero_grad);
     }
   });
 }

@@ -29,6 +29,22 @@ void max_pool2d_backward_cpu(const Pool2dGeom& g, const T* dy, const int32_t* ar
   });
 }
 
+// The same scatter as max_pool2d_backward_cpu with each term masked by the pooled
+// value: an element's terms all come from outputs that pooled its value, so they are
+// all kept or all zeroed, and the sums equal the unfused pool-then-ReLU backward's.
+template <typename T>
+void max_pool2d_relu_backward_cpu(const Pool2dGeom& g, const T* dy, const T* y,
+                                  const int32_t* argmax, T* dx) {
+  detail::for_pool_planes(g, [&](int64_t plane) {
+    T* dxp = dx + plane * g.H * g.W;
+    std::fill(dxp, dxp + g.H * g.W, T(0));
+    const T* dyp = dy + plane * g.P * g.Q;
+    const T* yp = y + plane * g.P * g.Q;
+    const int32_t* ap = argmax + plane * g.P * g.Q;
+    for (int64_t i = 0; i < g.P * g.Q; ++i) dxp[ap[i]] += yp[i] > T(0) ? dyp[i] : T(0);
+  });
+}
+
 template <typename T>
 void avg_pool2d_forward_cpu(const Pool2dGeom& g, const T* x, T* y, bool count_include_pad) {
   const T full = T(1) / T(g.kh * g.kw);
@@ -75,6 +91,8 @@ void avg_pool2d_backward_cpu(const Pool2dGeom& g, const T* dy, T* dx, bool count
 #define MN_POOL_CPU_INSTANTIATE(T)                                                              \
   template void max_pool2d_forward_cpu<T>(const Pool2dGeom&, const T*, T*, int32_t*);           \
   template void max_pool2d_backward_cpu<T>(const Pool2dGeom&, const T*, const int32_t*, T*);    \
+  template void max_pool2d_relu_backward_cpu<T>(const Pool2dGeom&, const T*, const T*,          \
+                                                const int32_t*, T*);                            \
   template void avg_pool2d_forward_cpu<T>(const Pool2dGeom&, const T*, T*, bool);               \
   template void avg_pool2d_backward_cpu<T>(const Pool2dGeom&, const T*, T*, bool);
 MN_POOL_CPU_INSTANTIATE(float)

@@ -40,6 +40,10 @@ Variable Conv2d::forward_relu(const Variable& x) {
   return ag::conv2d(x, weight_, bias_, p);
 }
 
+Variable Conv2d::forward_relu_max_pool(const Variable& x, const kernels::Pool2dParams& pool) {
+  return ag::conv2d_relu_max_pool2d(x, weight_, bias_, params(), pool);
+}
+
 void Conv2d::share_parameters_from(const Conv2d& other) {
   MN_CHECK(other.bias_.defined() == bias_.defined(),
            "Conv2d::share_parameters_from: one layer has a bias and the other does not");

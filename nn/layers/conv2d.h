@@ -44,6 +44,9 @@ class Conv2d : public Module {
   // relu(forward(x)) as one node: the same values; on CUDA's tensor-core path the bias
   // and the ReLU run in the convolution's epilogue (kernels/conv2d.h, Conv2dParams::relu).
   Variable forward_relu(const Variable& x);
+  // max_pool2d(relu(forward(x)), pool) as one node (ag::conv2d_relu_max_pool2d): the same
+  // values and gradients; its backward applies ReLU's inside the max-pool backward.
+  Variable forward_relu_max_pool(const Variable& x, const kernels::Pool2dParams& pool);
 
   const Variable& weight() const { return weight_; }
   const Variable& bias() const { return bias_; }  // undefined when options.bias is false

@@ -69,10 +69,14 @@ Variable KochBranch::forward(const Variable& x) {
            x.data().desc());
   Variable h = x;
   for (size_t i = 0; i < convs_.size(); ++i) {
-    // ReLU (the paper's) rides in the convolution's node (fused on CUDA's tensor cores).
-    h = act_->kind() == kernels::Act::ReLU ? convs_[i]->forward_relu(h) : act_->forward(convs_[i]->forward(h));
+    // ReLU (the paper's) rides in the convolution's node (fused on CUDA's tensor cores);
+    // with the pool that follows, one node whose backward applies ReLU's inside the
+    // pool's (ag::conv2d_relu_max_pool2d: no pass over the full-size activation).
+    const bool relu = act_->kind() == kernels::Act::ReLU;
+    if (relu && i < 3) h = convs_[i]->forward_relu_max_pool(h, pool_->params());
+    else h = relu ? convs_[i]->forward_relu(h) : act_->forward(convs_[i]->forward(h));
     if (i < 3) {
-      h = pool_->forward(h);
+      if (!relu) h = pool_->forward(h);
       if (lrn_) h = lrn_->forward(h);
       if (!bns_.empty()) {
         bns_[i]->train(is_training());

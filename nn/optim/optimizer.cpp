@@ -3,6 +3,7 @@
 #include "nn/optim/optimizer.h"
 
 #include "kernels/elementwise.h"
+#include "kernels/gemm_config.h"
 
 #include <cmath>
 #include <cstdio>
@@ -65,6 +66,7 @@ std::string Optimizer::group_label(size_t i) const {
 int64_t Optimizer::plan_uploads() const {
   int64_t n = 0;
   for (auto& s : states_) n += s.plan.uploads();
+  for (auto& b : batch_plans_) n += b.plan.uploads();
   return n;
 }
 
@@ -101,48 +103,61 @@ void Optimizer::sync_state(size_t gi) {
   }
 }
 
-void Optimizer::step() {
+// The descriptors of group gi's parameters that have a gradient, with their dtype and
+// device (one of each per group, else an error naming the group).
+std::vector<MultiTensorDesc> Optimizer::group_descs(size_t gi, DType& dtype, Device& device) {
+  ParamGroup& g = groups_[gi];
+  GroupState& st = states_[gi];
+  std::vector<MultiTensorDesc> descs;
+  bool first = true;
+  for (size_t i = 0; i < g.params.size(); ++i) {
+    ag::Variable& v = g.params[i];
+    if (!v.has_grad()) continue;
+    const Tensor& p = v.data();
+    const Tensor& gr = v.grad();
+    if (first) {
+      dtype = p.dtype();
+      device = p.device();
+      first = false;
+    }
+    MN_CHECK(is_floating(p.dtype()), kind_, ": group '", group_label(gi), "' parameter ", i,
+             " has dtype ", dtype_name(p.dtype()));
+    MN_CHECK(p.dtype() == dtype && p.device() == device, kind_, ": group '", group_label(gi),
+             "' mixes ", dtype_name(dtype), " on ", device.str(), " with ", p.desc(),
+             " (parameter ", i, "); split it into groups");
+    MN_CHECK(gr.shape() == p.shape() && gr.dtype() == p.dtype() && gr.device() == p.device(),
+             kind_, ": group '", group_label(gi), "' parameter ", i, " is ", p.desc(),
+             " but its gradient is ", gr.desc());
+    MN_CHECK(p.is_contiguous() && gr.is_contiguous(), kind_, ": group '", group_label(gi),
+             "' parameter ", i, " or its gradient is not contiguous");
+    MultiTensorDesc d;
+    d.param = p.raw_data();
+    d.grad = gr.raw_data();
+    d.state0 = st.slots[i][0].defined() ? st.slots[i][0].raw_data() : nullptr;
+    d.state1 = st.slots[i][1].defined() ? st.slots[i][1].raw_data() : nullptr;
+    d.numel = p.numel();
+    descs.push_back(d);
+  }
+  return descs;
+}
+
+void Optimizer::step() { step_impl(false); }
+void Optimizer::step_and_zero_grad() { step_impl(true); }
+
+void Optimizer::step_impl(bool zero_grad) {
   ag::NoGradGuard no_grad;
+  std::vector<PendingGroup> pending;  // groups left to launch_groups()
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
-    ParamGroup& g = groups_[gi];
     sync_state(gi);
     GroupState& st = states_[gi];
-    std::vector<MultiTensorDesc> descs;
     DType dtype = DType::F32;
     Device device;
-    bool first = true;
-    for (size_t i = 0; i < g.params.size(); ++i) {
-      ag::Variable& v = g.params[i];
-      if (!v.has_grad()) continue;
-      const Tensor& p = v.data();
-      const Tensor& gr = v.grad();
-      if (first) {
-        dtype = p.dtype();
-        device = p.device();
-        first = false;
-      }
-      MN_CHECK(is_floating(p.dtype()), kind_, ": group '", group_label(gi), "' parameter ", i,
-               " has dtype ", dtype_name(p.dtype()));
-      MN_CHECK(p.dtype() == dtype && p.device() == device, kind_, ": group '", group_label(gi),
-               "' mixes ", dtype_name(dtype), " on ", device.str(), " with ", p.desc(),
-               " (parameter ", i, "); split it into groups");
-      MN_CHECK(gr.shape() == p.shape() && gr.dtype() == p.dtype() && gr.device() == p.device(),
-               kind_, ": group '", group_label(gi), "' parameter ", i, " is ", p.desc(),
-               " but its gradient is ", gr.desc());
-      MN_CHECK(p.is_contiguous() && gr.is_contiguous(), kind_, ": group '", group_label(gi),
-               "' parameter ", i, " or its gradient is not contiguous");
-      MultiTensorDesc d;
-      d.param = p.raw_data();
-      d.grad = gr.raw_data();
-      d.state0 = st.slots[i][0].defined() ? st.slots[i][0].raw_data() : nullptr;
-      d.state1 = st.slots[i][1].defined() ? st.slots[i][1].raw_data() : nullptr;
-      d.numel = p.numel();
-      descs.push_back(d);
-    }
+    std::vector<MultiTensorDesc> descs = group_descs(gi, dtype, device);
     if (descs.empty()) continue;
     st.plan.set(descs);
     ++st.step;
-    launch(g, st, dtype, device);
+    if (joins_group_launch(groups_[gi], device)) pending.push_back({gi, dtype, device, std::move(descs)});
+    else launch(groups_[gi], st, dtype, device, zero_grad);
     if (step_mode() == StepMode::Capture) {
       // A captured update runs at each replay, not now: the host count follows the
       // replays (it is saved in checkpoints; Adam also counts on the device).
@@ -150,6 +165,7 @@ void Optimizer::step() {
       cuda::on_replay([this, gi] { ++states_[gi].step; });
     }
   }
+  if (!pending.empty()) launch_groups(pending, zero_grad);
 }
 
 void Optimizer::zero_grad() {
@@ -311,7 +327,7 @@ SGD::SGD(std::vector<ag::Variable> params, double lr, double momentum, double we
 int SGD::num_slots(const ParamGroup& g) const { return g.momentum != 0.0 ? 1 : 0; }
 const char* SGD::slot_name(int k) const { return k == 0 ? "momentum_buffer" : "unused"; }
 
-void SGD::launch(const ParamGroup& g, GroupState& st, DType dtype, Device device) {
+void SGD::launch(const ParamGroup& g, GroupState& st, DType dtype, Device device, bool zero_grad) {
   MN_CHECK(!g.nesterov || (g.momentum > 0.0 && g.dampening == 0.0),
            "SGD: Nesterov momentum needs momentum > 0 and zero dampening (group '", g.name, "')");
   kernels::SgdHyper h;
@@ -322,6 +338,7 @@ void SGD::launch(const ParamGroup& g, GroupState& st, DType dtype, Device device
   h.nesterov = g.nesterov;
   h.first_step = g.momentum != 0.0 && !st.momentum_started;
   if (g.momentum != 0.0) st.momentum_started = true;
+  h.zero_grad = zero_grad;
   kernels::fused_sgd_step(st.plan, dtype, device, h);
 }
 
@@ -342,7 +359,8 @@ Adam::Adam(std::vector<ag::Variable> params, double lr, double weight_decay,
   add_param_group(std::move(g));
 }
 
-void Adam::launch(const ParamGroup& g, GroupState& st, DType dtype, Device device) {
+// The group's hyperparameters for this update; on a GPU also its device step count.
+kernels::AdamHyper Adam::hyper(const ParamGroup& g, GroupState& st, Device device) const {
   MN_CHECK(g.betas.first >= 0.0 && g.betas.first < 1.0 && g.betas.second >= 0.0 &&
                g.betas.second < 1.0,
            kind(), ": betas must be in [0, 1), got (", g.betas.first, ", ", g.betas.second,
@@ -364,7 +382,46 @@ void Adam::launch(const ParamGroup& g, GroupState& st, DType dtype, Device devic
     }
     h.device_step = st.device_step.data<double>();
   }
+  return h;
+}
+
+void Adam::launch(const ParamGroup& g, GroupState& st, DType dtype, Device device, bool zero_grad) {
+  kernels::AdamHyper h = hyper(g, st, device);
+  h.zero_grad = zero_grad;
   kernels::fused_adam_step(st.plan, dtype, device, h);
+}
+
+bool Adam::joins_group_launch(const ParamGroup&, Device device) const {
+  return !device.is_cuda() || kernels::cuda_speedups().optim_one_launch;
+}
+
+// Groups of one dtype and device, kMaxAdamGroups at a time, in one launch each; the
+// batch's table is remade (and re-uploaded) only when a pointer, size or group changes.
+void Adam::launch_groups(std::vector<PendingGroup>& pending, bool zero_grad) {
+  std::vector<bool> done(pending.size(), false);
+  size_t batch = 0;
+  for (size_t a = 0; a < pending.size(); ++a) {
+    if (done[a]) continue;
+    std::vector<MultiTensorDesc> descs;
+    std::vector<kernels::AdamHyper> hs;
+    for (size_t b = a; b < pending.size() && hs.size() < size_t(kernels::kMaxAdamGroups); ++b) {
+      PendingGroup& pg = pending[b];
+      if (done[b] || pg.dtype != pending[a].dtype || pg.device != pending[a].device) continue;
+      hs.push_back(hyper(groups_[pg.group], states_[pg.group], pg.device));
+      for (MultiTensorDesc d : pg.descs) {
+        d.group = static_cast<int64_t>(hs.size() - 1);
+        descs.push_back(d);
+      }
+      done[b] = true;
+    }
+    if (batch_plans_.size() <= batch) batch_plans_.emplace_back();
+    BatchPlan& bp = batch_plans_[batch++];
+    bp.plan.set(descs);
+    const Device device = pending[a].device;
+    if (device.is_cuda() && (!bp.done.defined() || bp.done.device() != device))
+      bp.done = Tensor::zeros({1}, DType::I32, device);  // the blocks' ticket counter
+    kernels::fused_adam_step_groups(bp.plan, pending[a].dtype, device, hs, zero_grad, bp.done);
+  }
 }
 
 AdamW::AdamW(std::vector<ag::Variable> params, double lr, double weight_decay,

@@ -3,9 +3,10 @@
 //
 // Each ParamGroup carries its own hyperparameters (per-layer learning rates,
 // momenta and L2 decays, as in Koch et al. and the Omniglot study). step()
-// makes ONE fused launch per group (kernels/optim.h): the group's {param, grad,
-// state, numel} descriptor table is kept in a cached device buffer and only
-// re-uploaded when the group's tensors change. Weights shared between siamese
+// makes ONE fused launch per group for SGD, and one for all groups of a dtype and
+// device for Adam / AdamW (kernels/optim.h; per group with MN_OPTIM_ONE_LAUNCH=0):
+// the {param, grad, state, numel} descriptor table is kept in a cached device buffer
+// and only re-uploaded when the tensors change. Weights shared between siamese
 // or triplet branches are the same Variable, so they are updated once; a
 // Variable listed twice across groups is an error.
 //
@@ -59,6 +60,10 @@ class Optimizer {
   // Zeroes the gradients of every parameter (in place, keeps the buffers so the
   // cached descriptor tables stay valid).
   void zero_grad();
+  // step() then zero_grad(), the same values, with each gradient zeroed by the update
+  // kernel right after it is read instead of by a fill per parameter. (zero_grad()
+  // zeroes exactly the gradients step() reads: those of parameters that have one.)
+  void step_and_zero_grad();
 
   // Scales all gradients (every group) so their global L2 norm is at most
   // max_norm: one reduction over all parameters on their device, then one
@@ -118,8 +123,27 @@ class Optimizer {
   // How many state slots (0..2) group `g` needs now, and their names.
   virtual int num_slots(const ParamGroup& g) const = 0;
   virtual const char* slot_name(int k) const = 0;
-  // Launches the update of one group over the descriptors already set in st.plan.
-  virtual void launch(const ParamGroup& g, GroupState& st, DType dtype, Device device) = 0;
+  // Launches the update of one group over the descriptors already set in st.plan
+  // (zero_grad: the kernel zeroes each gradient after reading it).
+  virtual void launch(const ParamGroup& g, GroupState& st, DType dtype, Device device,
+                      bool zero_grad) = 0;
+  // A group whose update joins one launch with the other groups' (launch_groups)
+  // instead of launch(); its step count is advanced as for launch().
+  struct PendingGroup {
+    size_t group;
+    DType dtype;
+    Device device;
+    std::vector<kernels::MultiTensorDesc> descs;
+  };
+  virtual bool joins_group_launch(const ParamGroup&, Device) const { return false; }
+  virtual void launch_groups(std::vector<PendingGroup>&, bool /*zero_grad*/) {}
+  // The tables of the multi-group launches, one per launch of a step (in order), and
+  // their device ticket counters (kernels::fused_adam_step_groups).
+  struct BatchPlan {
+    kernels::MultiTensorPlan plan;
+    Tensor done;
+  };
+  std::vector<BatchPlan> batch_plans_;
 
   std::vector<ParamGroup> groups_;
   std::vector<GroupState> states_;
@@ -127,6 +151,8 @@ class Optimizer {
  private:
   void sync_state(size_t gi);
   void check_unique_params() const;
+  void step_impl(bool zero_grad);
+  std::vector<kernels::MultiTensorDesc> group_descs(size_t gi, DType& dtype, Device& device);
   const char* kind_;
   std::vector<std::pair<std::pair<DType, Device>, kernels::MultiTensorPlan>> clip_plans_;
   Tensor clip_sumsq_;
@@ -144,7 +170,8 @@ class SGD : public Optimizer {
  protected:
   int num_slots(const ParamGroup& g) const override;
   const char* slot_name(int k) const override;
-  void launch(const ParamGroup& g, GroupState& st, DType dtype, Device device) override;
+  void launch(const ParamGroup& g, GroupState& st, DType dtype, Device device,
+              bool zero_grad) override;
 };
 
 // Adam (weight decay as L2 in the gradient) or, with decoupled = true, AdamW
@@ -158,7 +185,11 @@ class Adam : public Optimizer {
  protected:
   int num_slots(const ParamGroup&) const override { return 2; }
   const char* slot_name(int k) const override { return k == 0 ? "exp_avg" : "exp_avg_sq"; }
-  void launch(const ParamGroup& g, GroupState& st, DType dtype, Device device) override;
+  void launch(const ParamGroup& g, GroupState& st, DType dtype, Device device,
+              bool zero_grad) override;
+  bool joins_group_launch(const ParamGroup& g, Device device) const override;
+  void launch_groups(std::vector<PendingGroup>& pending, bool zero_grad) override;
+  kernels::AdamHyper hyper(const ParamGroup& g, GroupState& st, Device device) const;
   bool decoupled_;
 };
 

@@ -102,6 +102,27 @@ TEST(ConvLayers, SmallBranchGradcheckFloat64) {
   EXPECT_TRUE(r.ok) << r.message;
 }
 
+// Conv2d::forward_relu_max_pool (Koch's branch): the one node gives the values and the
+// weight gradient of forward_relu then MaxPool2d, bit for bit (the op itself:
+// tests/autograd/test_conv_relu_pool.cpp).
+TEST(ConvLayers, ForwardReluMaxPoolMatchesTheTwoModules) {
+  Generator g(5);
+  nn::Conv2d conv(nn::Conv2dOptions(2, 3, 3).of(DType::F64), g);
+  nn::MaxPool2d mp(2);
+  const Tensor x = test::rand({2, 2, 10, 10}, -1, 1, DType::F64, Device::cpu(), 3);
+  ag::Variable a = conv.forward_relu_max_pool(ag::Variable(x), mp.params());
+  ag::Variable b = mp(conv.forward_relu(ag::Variable(x)));
+  EXPECT_TRUE(test::all_close(b.data(), a.data(), 0, 0));
+  a.backward(Tensor::ones(a.shape(), DType::F64));
+  const Tensor ga = conv.weight().grad().clone(), gba = conv.bias().grad().clone();
+  ag::Variable w = conv.weight(), bias = conv.bias();  // handles to the layer's parameters
+  w.zero_grad();
+  bias.zero_grad();
+  b.backward(Tensor::ones(b.shape(), DType::F64));
+  EXPECT_TRUE(test::all_close(conv.weight().grad(), ga, 0, 0));
+  EXPECT_TRUE(test::all_close(conv.bias().grad(), gba, 0, 0));
+}
+
 TEST(ConvLayers, PoolModules) {
   nn::MaxPool2d mp(2);
   nn::AvgPool2d ap(3, 2, 1, false);

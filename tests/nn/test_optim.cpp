@@ -5,10 +5,16 @@
 
 #include "runtime/allocator.h"
 
+#include <array>
 #include <cmath>
 #include <map>
+#include <memory>
+#include <string>
+#include <utility>
 
 #include "autograd/variable.h"
+#include "kernels/gemm_config.h"
+#include "kernels/optim.h"
 #include "nn/optim/optimizer.h"
 #include "nn/optim/schedule.h"
 #include "tests/common/test_util.h"
@@ -207,6 +213,127 @@ TYPED_TEST(OptimTyped, AdamParamGroups) {
   run_vs_reference<TypeParam>(Kind::Adam, {conv, dense});
 }
 
+// ---- one launch for all Adam groups, and the gradient zeroed by the update ----------------
+
+// Every parameter's (or gradient's) values, bit patterns compared by ==, of a setup.
+template <typename T>
+std::vector<std::vector<T>> values(const std::vector<Variable>& ps, bool grads) {
+  std::vector<std::vector<T>> out;
+  for (const Variable& v : ps) out.push_back((grads ? v.grad() : v.data()).template to_vector<T>());
+  return out;
+}
+
+std::unique_ptr<mn::nn::Optimizer> build_two_groups(Kind kind, std::vector<Variable>& ps) {
+  ParamGroup a = hyper(0.05, 0.9, 1e-2), b = hyper(0.02, 0.5, 1e-3);
+  if (kind != Kind::Sgd) a = hyper(1e-2, 0, 1e-2), b = hyper(3e-3, 0, 1e-3), b.betas = {0.8, 0.99};
+  a.params = {ps[0], ps[2]};
+  b.params = {ps[1]};
+  if (kind == Kind::Sgd) return std::make_unique<SGD>(std::vector<ParamGroup>{a, b});
+  if (kind == Kind::Adam) return std::make_unique<Adam>(std::vector<ParamGroup>{a, b});
+  return std::make_unique<AdamW>(std::vector<ParamGroup>{a, b});
+}
+
+// step_and_zero_grad() is step() then zero_grad(): the same parameters bit for bit and
+// every gradient +0 (the kernels zero what they read).
+template <typename T>
+void step_and_zero_matches(Kind kind, Device dev) {
+  auto x = make_params<T>(41, dev), y = make_params<T>(41, dev);
+  auto ox = build_two_groups(kind, x.params), oy = build_two_groups(kind, y.params);
+  for (int step = 0; step < 4; ++step) {
+    set_grads<T>(x.params, step, 3);
+    set_grads<T>(y.params, step, 3);
+    ox->step();
+    ox->zero_grad();
+    oy->step_and_zero_grad();
+    EXPECT_EQ(values<T>(x.params, false), values<T>(y.params, false)) << "step " << step;
+    for (const auto& g : values<T>(y.params, true))
+      for (T v : g) ASSERT_TRUE(v == T(0) && !std::signbit(v)) << "step " << step;
+  }
+  EXPECT_EQ(ox->step_count(0), oy->step_count(0));
+}
+
+TYPED_TEST(OptimTyped, StepAndZeroGradIsStepThenZeroGrad) {
+  for (Kind k : {Kind::Sgd, Kind::Adam, Kind::AdamW}) step_and_zero_matches<TypeParam>(k, Device::cpu());
+}
+
+// The multi-group kernel (kernels::fused_adam_step_groups) against one launch per group
+// (fused_adam_step), bit for bit: three groups of different hyperparameters, AdamW's
+// decoupled decay in one of them, with and without zeroing.
+template <typename T>
+void groups_kernel_matches_per_group(Device dev) {
+  using mn::kernels::AdamHyper;
+  using mn::kernels::MultiTensorDesc;
+  auto a = make_params<T>(51, dev), b = make_params<T>(51, dev);
+  std::vector<std::array<Tensor, 2>> sa, sb;
+  for (size_t i = 0; i < a.params.size(); ++i) {
+    const Tensor& p = a.params[i].data();
+    sa.push_back({Tensor::zeros(p.shape(), p.dtype(), dev), Tensor::zeros(p.shape(), p.dtype(), dev)});
+    sb.push_back({Tensor::zeros(p.shape(), p.dtype(), dev), Tensor::zeros(p.shape(), p.dtype(), dev)});
+  }
+  std::vector<AdamHyper> hs(3);
+  hs[0].lr = 1e-2, hs[0].weight_decay = 1e-2;
+  hs[1].lr = 3e-3, hs[1].beta1 = 0.8, hs[1].beta2 = 0.99, hs[1].eps = 1e-6;
+  hs[2].lr = 5e-3, hs[2].weight_decay = 0.1, hs[2].decoupled = true;
+  auto desc = [](Variable& v, std::array<Tensor, 2>& st, int64_t group) {
+    MultiTensorDesc d;
+    d.param = v.data().raw_data(), d.grad = v.grad().raw_data();
+    d.state0 = st[0].raw_data(), d.state1 = st[1].raw_data();
+    d.numel = v.numel(), d.group = group;
+    return d;
+  };
+  std::vector<mn::kernels::MultiTensorPlan> one(a.params.size());
+  mn::kernels::MultiTensorPlan plan;
+  for (int step = 1; step <= 4; ++step) {
+    const bool zero = step % 2 == 0;
+    set_grads<T>(a.params, step, 9);
+    set_grads<T>(b.params, step, 9);
+    std::vector<MultiTensorDesc> all;
+    for (size_t i = 0; i < a.params.size(); ++i) {
+      one[i].set({desc(a.params[i], sa[i], 0)});
+      AdamHyper h = hs[i];
+      h.step = step, h.zero_grad = zero;
+      mn::kernels::fused_adam_step(one[i], mn::dtype_of<T>, dev, h);
+      all.push_back(desc(b.params[i], sb[i], static_cast<int64_t>(i)));
+    }
+    plan.set(all);
+    for (auto& h : hs) h.step = step;
+    mn::kernels::fused_adam_step_groups(plan, mn::dtype_of<T>, dev, hs, zero);
+    EXPECT_EQ(values<T>(a.params, false), values<T>(b.params, false)) << "step " << step;
+    EXPECT_EQ(values<T>(a.params, true), values<T>(b.params, true)) << "step " << step;
+  }
+}
+
+TYPED_TEST(OptimTyped, AdamGroupsKernelMatchesOneLaunchPerGroup) {
+  groups_kernel_matches_per_group<TypeParam>(Device::cpu());
+}
+
+// More groups than one launch's table (kernels::kMaxAdamGroups): the Optimizer splits
+// them over launches; every group still follows the float64 reference.
+TYPED_TEST(OptimTyped, AdamMoreGroupsThanOneLaunchTakes) {
+  using T = TypeParam;
+  const int n = mn::kernels::kMaxAdamGroups + 3;
+  std::vector<Variable> ps;
+  std::vector<RefState> ref(n);
+  std::vector<ParamGroup> groups;
+  for (int k = 0; k < n; ++k) {
+    Vec p = rounded<T>(mn::test::rand_vec(5 + k, -1.0, 1.0, 70 + k));
+    ps.emplace_back(Tensor::from_vector(std::vector<T>(p.begin(), p.end()), {5 + k}), true);
+    ref[k].p = p;
+    ParamGroup g = hyper(1e-3 * (k + 1), 0, k % 2 ? 1e-2 : 0.0);
+    g.params = {ps.back()};
+    groups.push_back(g);
+  }
+  Adam opt(groups);
+  for (int step = 0; step < 3; ++step) {
+    auto grads = set_grads<T>(ps, step, 13);
+    opt.step_and_zero_grad();
+    for (int k = 0; k < n; ++k) ref_adam(ref[k], grads[k], groups[k], false);
+  }
+  for (int k = 0; k < n; ++k)
+    EXPECT_TRUE(mn::test::all_close(ref[k].p, ps[k].data().to_double_vector(), tol<T>(), tol<T>())) << k;
+  EXPECT_EQ(opt.step_count(n - 1), 3);
+}
+
 TEST(Optim, ParametersWithoutGradAreSkipped) {
   Variable a(Tensor::ones({3}), true), b(Tensor::ones({2}), true);
   SGD opt({a, b}, 0.5);
@@ -402,8 +529,10 @@ void cuda_parity(Kind kind) {
     if (sc[i].first.find(".step") != std::string::npos) {
       EXPECT_EQ(sc[i].second.item(), sg[i].second.item()) << sc[i].first;
     }
-  // Descriptor tables uploaded once per group, not once per step.
-  EXPECT_EQ(og->plan_uploads(), 2);
+  // Descriptor tables uploaded once, not once per step: per group for SGD, one table for
+  // Adam's groups (one launch; per group with MN_OPTIM_ONE_LAUNCH=0).
+  const bool one = kind != Kind::Sgd && mn::kernels::cuda_speedups().optim_one_launch;
+  EXPECT_EQ(og->plan_uploads(), one ? 1 : 2);
 }
 
 TYPED_TEST(OptimTyped, CudaSgdMatchesCpu) {
@@ -417,6 +546,48 @@ TYPED_TEST(OptimTyped, CudaAdamMatchesCpu) {
 TYPED_TEST(OptimTyped, CudaAdamWMatchesCpu) {
   MN_SKIP_IF_NO_CUDA();
   cuda_parity<TypeParam>(Kind::AdamW);
+}
+
+// The one-launch Adam on a GPU against the per-group launches (MN_OPTIM_ONE_LAUNCH=0),
+// bit for bit, with the device step counts; step_and_zero_grad on every other step.
+template <typename T>
+void cuda_one_launch_vs_per_group(Kind kind) {
+  const mn::kernels::CudaSpeedups saved = mn::kernels::cuda_speedups();
+  auto run = [&](bool one) {
+    mn::kernels::CudaSpeedups s = saved;
+    s.optim_one_launch = one;
+    mn::kernels::set_cuda_speedups(s);
+    auto x = make_params<T>(61, Device::cuda());
+    auto opt = build_two_groups(kind, x.params);
+    for (int step = 0; step < 4; ++step) {
+      set_grads<T>(x.params, step, 17);
+      if (step % 2) opt->step_and_zero_grad();
+      else opt->step();
+    }
+    std::vector<double> counts;
+    for (const auto& [name, t] : opt->state_dict())
+      if (name.find(".step") != std::string::npos) counts.push_back(t.item());
+    return std::make_pair(values<T>(x.params, false), counts);
+  };
+  const auto per_group = run(false), one = run(true);
+  mn::kernels::set_cuda_speedups(saved);
+  EXPECT_EQ(per_group.first, one.first);
+  EXPECT_EQ(per_group.second, one.second);
+  EXPECT_EQ(one.second, std::vector<double>({4.0, 4.0}));
+}
+
+TYPED_TEST(OptimTyped, CudaAdamOneLaunchMatchesPerGroupLaunches) {
+  MN_SKIP_IF_NO_CUDA();
+  cuda_one_launch_vs_per_group<TypeParam>(Kind::Adam);
+  cuda_one_launch_vs_per_group<TypeParam>(Kind::AdamW);
+}
+TYPED_TEST(OptimTyped, CudaAdamGroupsKernelMatchesOneLaunchPerGroup) {
+  MN_SKIP_IF_NO_CUDA();
+  groups_kernel_matches_per_group<TypeParam>(Device::cuda());
+}
+TYPED_TEST(OptimTyped, CudaStepAndZeroGradIsStepThenZeroGrad) {
+  MN_SKIP_IF_NO_CUDA();
+  for (Kind k : {Kind::Sgd, Kind::Adam, Kind::AdamW}) step_and_zero_matches<TypeParam>(k, Device::cuda());
 }
 
 }  // namespace
