@@ -57,10 +57,10 @@ TEST_SHARDS=${TEST_SHARDS:-kernels:3 nn:2}
 GTEST_GPU='*Cuda*:*CUDA*:*Gpu*:*GPU*:Elementwise.DeviceMismatchThrows-TensorErrors.CudaTensorWithoutDeviceThrowsClearly'
 # The tests of what changed: the tensor-core kernels (the Koch-sized MmaKochCuda cases take
 # minutes under a sanitizer: the test run covers them), pooling, the optimizers' kernels.
-MMA_FILTER='*Mma*Cuda*:Bf16*Cuda*:Tf32*Cuda*:PoolCuda.*:PReLUMaxPoolCuda.*-MmaKochCuda.*'
+MMA_FILTER='*Mma*Cuda*:Bf16*Cuda*:Tf32*Cuda*:PoolCuda.*:PoolIndexCuda.*:PReLUMaxPoolCuda.*-MmaKochCuda.*'
 OPTIM_FILTER='OptimTyped/*.Cuda*'
 # tool:test binary:gtest filter, run one after another (side by side they are far slower).
-SAN_JOBS=${SAN_JOBS:-memcheck:kernels:$MMA_FILTER memcheck:nn:$OPTIM_FILTER racecheck:nn:$OPTIM_FILTER racecheck:kernels:$MMA_FILTER}
+SAN_JOBS=${SAN_JOBS:-memcheck:kernels:$MMA_FILTER memcheck:nn:$OPTIM_FILTER memcheck:autograd:ConvReluPoolCuda.* racecheck:nn:$OPTIM_FILTER racecheck:kernels:$MMA_FILTER}
 BENCH_MIN_TIME=${BENCH_MIN_TIME:-0.05}
 TORCH_RUNS=${TORCH_RUNS:-tf32:50 bf16:50 fp32:50 tf32:16 bf16:16 fp32:16 tf32:4 bf16:4 fp32:4}
 TORCH_SECONDS=${TORCH_SECONDS:-2}
