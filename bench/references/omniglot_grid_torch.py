@@ -168,7 +168,13 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--cache", default="", help="folder for the decoded images (.npz)")
     ap.add_argument("--out", required=True, help="JSON lines: one per epoch, then the final test")
+    ap.add_argument("--checkpoint", default="", help="resumable: written atomically after every epoch "
+                    "(default OUT.ckpt); a run finds its own and goes on from the epoch after it")
+    ap.add_argument("--time-limit", type=float, default=0, help="seconds: stop resumably after the first "
+                    "epoch that ends past them (exit 3; the same command goes on)")
     args = ap.parse_args()
+    t_start = time.perf_counter()
+    ckpt_path = args.checkpoint or args.out + ".ckpt"
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
@@ -183,8 +189,23 @@ def main():
     opt = torch.optim.Adam([{"params": conv, "weight_decay": 2e-4}, {"params": dense, "weight_decay": 1e-3}],
                            lr=1e-4)
     loss_fn, B = LOSSES[args.loss], args.batch
-    best, best_state, out = -1.0, None, open(args.out, "w")
-    for epoch in range(1, args.epochs + 1):
+    best, best_state, first = -1.0, None, 1
+    if os.path.exists(ckpt_path):  # resume: the state after the last finished epoch, exactly
+        ck = torch.load(ckpt_path)
+        net.load_state_dict(ck["net"])
+        opt.load_state_dict(ck["opt"])
+        rng.bit_generator.state = ck["rng"]
+        torch.set_rng_state(ck["torch_rng"])
+        best, best_state, first = ck["best"], ck["best_state"], ck["epoch"] + 1
+        with open(args.out) as f:  # the lines of the epochs the checkpoint holds
+            kept = f.readlines()[:ck["epoch"]]
+        print(f"resuming after epoch {ck['epoch']} from {ckpt_path}", flush=True)
+    else:
+        kept = []
+    out = open(args.out, "w")
+    out.writelines(kept)
+    out.flush()
+    for epoch in range(first, args.epochs + 1):
         t0, total = time.perf_counter(), 0.0
         for _ in range(args.iters):
             a, p, n = triplets(by_class, B, rng)
@@ -205,6 +226,13 @@ def main():
         out.write(json.dumps(line) + "\n")
         out.flush()
         print(json.dumps(line), flush=True)
+        torch.save({"epoch": epoch, "net": net.state_dict(), "opt": opt.state_dict(), "rng": rng.bit_generator.state,
+                    "torch_rng": torch.get_rng_state(), "best": best, "best_state": best_state}, ckpt_path + ".tmp")
+        os.replace(ckpt_path + ".tmp", ckpt_path)
+        if args.time_limit and time.perf_counter() - t_start > args.time_limit and epoch < args.epochs:
+            print(f"stopped after epoch {epoch} (--time-limit); run the same command again to go on", flush=True)
+            out.close()
+            sys.exit(3)
     net.load_state_dict(best_state)
     right = []
     for q, c, ans in lake_trials(args.data_dir, 28):
