@@ -99,7 +99,9 @@ Tensor build_table(const ConvGeom32& g, TableKind kind, int n_real, int pad) {
 Tensor make_table(const ConvGeom32& g, TableKind kind, int n_real, int pad) {
   using Key = std::array<int, 19>;
   static std::mutex mu;
-  static std::map<Key, Tensor> cache;
+  // Never destroyed: its tensors must not be handed back to a caching allocator that a static
+  // destructor may already have torn down at exit.
+  static auto& cache = *new std::map<Key, Tensor>;
   const Key key{g.N,  g.C,  g.H,  g.W,  g.K,  g.R, g.S,    g.P, g.Q,           g.sh,
                 g.sw, g.ph, g.pw, g.dh, g.dw, int(kind), n_real, pad, current_device()};
   std::lock_guard<std::mutex> lock(mu);
