@@ -54,7 +54,7 @@ constexpr double kU32 = 1.0 / (1 << 24);
 double fp32_bound(int64_t K, double mag) { return 8 * (std::sqrt(double(K)) + 2) * kU32 * mag; }
 double tf32_bound(int64_t K, double mag) { return 2 * kTf32 * mag + fp32_bound(K, mag); }
 double bf16_bound(int64_t K, double mag) { return 2 * kBf16 * mag + fp32_bound(K, mag); }
-double prec_bound(Precision p, int64_t K, double mag) {
+[[maybe_unused]] double prec_bound(Precision p, int64_t K, double mag) {
   return p == Precision::TF32 ? tf32_bound(K, mag) : p == Precision::BF16 ? bf16_bound(K, mag) : fp32_bound(K, mag);
 }
 
