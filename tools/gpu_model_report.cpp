@@ -67,6 +67,131 @@ std::vector<Sensitivity> sensitivity(const Device& d, const std::map<std::string
   return out;
 }
 
+namespace {
+// What binds the 50-triplet steps, and the measured references beside the model.
+void write_bindings(std::ostringstream& o, const std::vector<StepResult>& steps, const Device& d) {
+  for (const auto& s : steps) {
+    if (s.triplets != 50) continue;
+    std::map<std::string, double> by;
+    for (const auto& k : s.kernels) by[k.bound] += k.time_us;
+    std::vector<const KernelResult*> top;
+    for (const auto& k : s.kernels) top.push_back(&k);
+    std::sort(top.begin(), top.end(), [](const KernelResult* a, const KernelResult* b) { return a->time_us > b->time_us; });
+    o << "\n### What binds the 50-triplet " << precision(s.bf16) << " step\n\nPredicted GPU time by binding resource: ";
+    bool first = true;
+    for (const auto& [b, t] : by) {
+      o << (first ? "" : ", ") << b << " " << fmt("%.2f", t / 1e3) << " ms (" << fmt("%.0f", 100 * t / s.gpu_us) << " %)";
+      first = false;
+    }
+    o << ". The five longest kernels: ";
+    for (size_t i = 0; i < 5 && i < top.size(); ++i)
+      o << (i ? "; " : "") << top[i]->name << " " << fmt("%.0f", top[i]->time_us) << " us (" << top[i]->bound
+        << (top[i]->kind == "mma" ? ", " + fmt("%.0f", top[i]->smem_bytes_per_mma) + " B of shared memory per MMA" : std::string())
+        << ")";
+    const double budget = d.smem_bytes_clk / d.mma_sync_frac;
+    o << ". Shared memory feeds " << fmt("%.0f", budget) << " B per MMA at the assumed mma.sync rate (128 B/clk / "
+      << fmt("%.2f", d.mma_sync_frac) << " MMA/clk); a kernel above that is bound by shared memory, not by the tensor cores"
+      << (s.bf16 ? " (BF16 MMAs do twice the work of TF32's on the same float32 stages: twice the bytes per MMA)" : "")
+      << ".\n";
+  }
+  {
+    // References measured on the H200 (2026-11-27): cuDNN's best TF32 algorithm per pass
+    // (bench/results/2026-11-27-NVIDIA-H200-conv.json), cuBLAS TF32 for the dense forward
+    // (...-gemm.json), PyTorch eager TF32 (...-train_step-torch.jsonl), our old Adam kernel
+    // (...-train_step-kernels.csv, 2 launches a step over the same bytes).
+    const StepResult* s50 = nullptr;
+    for (const auto& s : steps)
+      if (s.triplets == 50 && !s.bf16) s50 = &s;
+    if (s50) {
+      double ours = 0, ref = 0;
+      for (const auto& k : s50->kernels) {
+        const double r = k.kind == "mma" ? reference_us(k.name) : -1;
+        if (r > 0 && k.name.rfind("dense", 0) != 0) ours += k.time_us, ref += r;
+      }
+      double adam = 0, dense = 0;
+      for (const auto& k : s50->kernels) {
+        if (k.name.rfind("Adam", 0) == 0) adam = k.time_us;
+        if (k.name.rfind("dense fwd", 0) == 0) dense += k.time_us;  // the split GEMM and its sum
+      }
+      o << "\n### Against the H200 measurements of 2026-11-26/27 (50 triplets, TF32)\n\n"
+        << "| quantity | model | measured | note |\n|---|---:|---:|---|\n"
+        << "| the 11 convolution passes of a step (our mma.sync kernels) | " << fmt("%.2f", ours / 1e3) << " ms | "
+        << fmt("%.2f", ref / 1e3) << " ms | cuDNN's best TF32 algorithms (FFT for layer 2): not our kernels; ours measured "
+        << "then (the old WMMA path) 30.4 ms |\n"
+        << "| the training step | " << fmt("%.2f", s50->eager_ms) << " ms | 11.34 ms | PyTorch 2.11 eager TF32; ours then 37.6 ms |\n"
+        << "| Adam over 38.9 M parameters | " << fmt("%.0f", adam) << " us | 295 us | the old kernel, the calibration of the HBM "
+        << "efficiency (it is the same bytes) |\n"
+        << "| dense forward 150 x 4096 x 9216 (+ its split-K sum) | " << fmt("%.0f", dense)
+        << " us | 100 us | cuBLAS TF32 (wgmma). The model is a bound (perfect overlap of the resources): a prediction "
+        << "below a tuned library's measurement says what our kernel cannot beat, not what it will reach |\n";
+    }
+  }
+}
+
+// Registers and spills of every tensor-core instantiation, then the per-kernel tables.
+void write_ptxas_and_kernels(std::ostringstream& o, const std::vector<StepResult>& steps, const Device& d,
+                             const std::string& ptxas_source, const std::map<std::string, PtxasEntry>* ptx,
+                             int ptxas_entries) {
+  if (ptxas_entries > 0) {
+    o << "\n## Registers and spills of every tensor-core instantiation (ptxas -v, sm_90)\n\n"
+      << "From `" << ptxas_source << "` (tools/gpu_model_ptxas.sh). Dynamic shared memory from `StageLayout<..>::BYTES`; "
+      << "blocks per SM from it and the registers (the launch bounds ask for " << tile_info(TileKind::Big).MIN_BLOCKS
+      << "). Loop: the main loop of the compiled code (" << "per k-tile, its k-step loop counted per k-step).\n\n"
+      << "| instantiation (tile, precision, layout A/B k-contiguous, loaders / copy width, epilogue) | regs | spill st/ld B | "
+         "stack B | smem B | blocks/SM | loop: instr, MMA, ldmatrix, LDS, cp.async (source) |\n|---|---:|---:|---:|---:|---:|---|\n";
+    for (const auto& [k, e] : *ptx) {
+      if (k.find(" A=") == std::string::npos) continue;
+      int smem = -1, bps = -1;
+      const size_t lp = k.find(" L=");
+      for (TileKind t : {TileKind::Big, TileKind::Wide, TileKind::Mid})
+        if (k.rfind(std::string(tile_info(t).name) + " ", 0) == 0 && lp != std::string::npos && lp + 4 < k.size()) {
+          smem = stage_bytes(t, k[lp + 3] == 't', k[lp + 4] == 't');
+          bps = blocks_per_sm(t, smem, e.regs, d);
+        }
+      o << "| " << k << " | " << e.regs << " | " << e.spill_stores << " / " << e.spill_loads << " | " << e.stack << " | "
+        << (smem > 0 ? std::to_string(smem) : "?") << " | " << (bps >= 0 ? std::to_string(bps) : "?") << " | ";
+      if (e.loop_instr > 0)
+        o << e.loop_instr << (e.inner_instr > 0 ? " (k-step loop " + std::to_string(e.inner_instr) + ")" : std::string()) << ", "
+          << e.loop_hmma << ", " << e.loop_ldsm << ", " << e.loop_lds << ", " << e.loop_ldgsts << " (" << e.loop_source << ")";
+      o << " |\n";
+    }
+  }
+
+  for (const auto& s : steps) {
+    const bool ref = s.triplets == 50 && !s.bf16;
+    o << "\n## " << s.triplets << " triplets (" << 3 * s.triplets << " images), " << precision(s.bf16) << "\n\n"
+      << "| kernel | tile | blocks | blk/SM | waves (tail) | splits | regs / spill | smem KB | instr/MMA model / compiled | "
+         "smem B/MMA | tensor us | smem us | issue us | L2 us | HBM us | bound | **predicted us** |"
+      << (ref ? " cuDNN/cuBLAS TF32 us |" : "") << "\n|---|---|---:|---:|---|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---|---:|"
+      << (ref ? "---:|" : "") << "\n";
+    for (const auto& k : s.kernels) {
+      if (k.kind == "mma") {
+        o << "| " << k.name << " | " << k.tile << " | " << k.blocks << " | " << k.blocks_per_sm << " | " << k.waves << " ("
+          << fmt("%.0f", 100 * k.tail_eff) << " %) | " << k.splits << " | "
+          << (k.regs > 0 ? std::to_string(k.regs) + " / " + std::to_string(k.spills) : std::string("?")) << " | "
+          << fmt("%.1f", k.smem / 1024.0) << " | " << fmt("%.2f", k.instr_per_mma) << " / "
+          << (k.instr_per_mma_compiled > 0 ? fmt("%.2f", k.instr_per_mma_compiled) + " " + k.compiled_source : "?") << " | "
+          << fmt("%.0f", k.smem_bytes_per_mma)
+          << " | " << fmt("%.1f", k.t_mma_us) << " | " << fmt("%.1f", k.t_smem_us) << " | " << fmt("%.1f", k.t_issue_us) << " | "
+          << fmt("%.1f", k.t_l2_us) << " | " << fmt("%.1f", k.t_hbm_us) << " | " << k.bound << " | **"
+          << fmt("%.1f", k.time_us) << "** |";
+      } else {
+        o << "| " << k.name << (k.launches > 1 ? " (x" + std::to_string(k.launches) + ")" : "") << " | memory | | | | | | | | | | | | | "
+          << fmt("%.1f", k.t_hbm_us) << " | " << k.bound << " | **" << fmt("%.1f", k.time_us) << "** |";
+      }
+      if (ref) {
+        const double r = k.kind == "mma" ? reference_us(k.name) : -1;
+        o << " " << (r > 0 ? fmt("%.0f", r) : "") << " |";
+      }
+      o << "\n";
+    }
+    o << "| **step** | | | | | | | | | | | | | | | " << s.launches << " launches | **" << fmt("%.0f", s.gpu_us) << "** |"
+      << (ref ? " |" : "") << "\n";
+  }
+}
+
+}  // namespace
+
 std::string report_markdown(const std::vector<StepResult>& steps, const Device& d, const std::string& ptxas_source,
                             const std::map<std::string, PtxasEntry>* ptx, const std::vector<Sensitivity>& sens) {
   std::ostringstream o;
@@ -153,120 +278,8 @@ std::string report_markdown(const std::vector<StepResult>& steps, const Device& 
         << fmt("%.2f", x.bf16_ms) << (x.bf16_ms <= 5.0 ? " PASS" : " MISS") << " |\n";
   }
 
-  // What binds the 50-triplet steps, and the measured references beside the model.
-  for (const auto& s : steps) {
-    if (s.triplets != 50) continue;
-    std::map<std::string, double> by;
-    for (const auto& k : s.kernels) by[k.bound] += k.time_us;
-    std::vector<const KernelResult*> top;
-    for (const auto& k : s.kernels) top.push_back(&k);
-    std::sort(top.begin(), top.end(), [](const KernelResult* a, const KernelResult* b) { return a->time_us > b->time_us; });
-    o << "\n### What binds the 50-triplet " << precision(s.bf16) << " step\n\nPredicted GPU time by binding resource: ";
-    bool first = true;
-    for (const auto& [b, t] : by) {
-      o << (first ? "" : ", ") << b << " " << fmt("%.2f", t / 1e3) << " ms (" << fmt("%.0f", 100 * t / s.gpu_us) << " %)";
-      first = false;
-    }
-    o << ". The five longest kernels: ";
-    for (size_t i = 0; i < 5 && i < top.size(); ++i)
-      o << (i ? "; " : "") << top[i]->name << " " << fmt("%.0f", top[i]->time_us) << " us (" << top[i]->bound
-        << (top[i]->kind == "mma" ? ", " + fmt("%.0f", top[i]->smem_bytes_per_mma) + " B of shared memory per MMA" : std::string())
-        << ")";
-    const double budget = d.smem_bytes_clk / d.mma_sync_frac;
-    o << ". Shared memory feeds " << fmt("%.0f", budget) << " B per MMA at the assumed mma.sync rate (128 B/clk / "
-      << fmt("%.2f", d.mma_sync_frac) << " MMA/clk); a kernel above that is bound by shared memory, not by the tensor cores"
-      << (s.bf16 ? " (BF16 MMAs do twice the work of TF32's on the same float32 stages: twice the bytes per MMA)" : "")
-      << ".\n";
-  }
-  {
-    // References measured on the H200 (2026-11-27): cuDNN's best TF32 algorithm per pass
-    // (bench/results/2026-11-27-NVIDIA-H200-conv.json), cuBLAS TF32 for the dense forward
-    // (...-gemm.json), PyTorch eager TF32 (...-train_step-torch.jsonl), our old Adam kernel
-    // (...-train_step-kernels.csv, 2 launches a step over the same bytes).
-    const StepResult* s50 = nullptr;
-    for (const auto& s : steps)
-      if (s.triplets == 50 && !s.bf16) s50 = &s;
-    if (s50) {
-      double ours = 0, ref = 0;
-      for (const auto& k : s50->kernels) {
-        const double r = k.kind == "mma" ? reference_us(k.name) : -1;
-        if (r > 0 && k.name.rfind("dense", 0) != 0) ours += k.time_us, ref += r;
-      }
-      double adam = 0, dense = 0;
-      for (const auto& k : s50->kernels) {
-        if (k.name.rfind("Adam", 0) == 0) adam = k.time_us;
-        if (k.name.rfind("dense fwd", 0) == 0) dense += k.time_us;  // the split GEMM and its sum
-      }
-      o << "\n### Against the H200 measurements of 2026-11-26/27 (50 triplets, TF32)\n\n"
-        << "| quantity | model | measured | note |\n|---|---:|---:|---|\n"
-        << "| the 11 convolution passes of a step (our mma.sync kernels) | " << fmt("%.2f", ours / 1e3) << " ms | "
-        << fmt("%.2f", ref / 1e3) << " ms | cuDNN's best TF32 algorithms (FFT for layer 2): not our kernels; ours measured "
-        << "then (the old WMMA path) 30.4 ms |\n"
-        << "| the training step | " << fmt("%.2f", s50->eager_ms) << " ms | 11.34 ms | PyTorch 2.11 eager TF32; ours then 37.6 ms |\n"
-        << "| Adam over 38.9 M parameters | " << fmt("%.0f", adam) << " us | 295 us | the old kernel, the calibration of the HBM "
-        << "efficiency (it is the same bytes) |\n"
-        << "| dense forward 150 x 4096 x 9216 (+ its split-K sum) | " << fmt("%.0f", dense)
-        << " us | 100 us | cuBLAS TF32 (wgmma). The model is a bound (perfect overlap of the resources): a prediction "
-        << "below a tuned library's measurement says what our kernel cannot beat, not what it will reach |\n";
-    }
-  }
-
-  if (ptxas_entries > 0) {
-    o << "\n## Registers and spills of every tensor-core instantiation (ptxas -v, sm_90)\n\n"
-      << "From `" << ptxas_source << "` (tools/gpu_model_ptxas.sh). Dynamic shared memory from `StageLayout<..>::BYTES`; "
-      << "blocks per SM from it and the registers (the launch bounds ask for " << tile_info(TileKind::Big).MIN_BLOCKS
-      << "). Loop: the main loop of the compiled code (" << "per k-tile, its k-step loop counted per k-step).\n\n"
-      << "| instantiation (tile, precision, layout A/B k-contiguous, loaders / copy width, epilogue) | regs | spill st/ld B | "
-         "stack B | smem B | blocks/SM | loop: instr, MMA, ldmatrix, LDS, cp.async (source) |\n|---|---:|---:|---:|---:|---:|---|\n";
-    for (const auto& [k, e] : *ptx) {
-      if (k.find(" A=") == std::string::npos) continue;
-      int smem = -1, bps = -1;
-      const size_t lp = k.find(" L=");
-      for (TileKind t : {TileKind::Big, TileKind::Wide, TileKind::Mid})
-        if (k.rfind(std::string(tile_info(t).name) + " ", 0) == 0 && lp != std::string::npos && lp + 4 < k.size()) {
-          smem = stage_bytes(t, k[lp + 3] == 't', k[lp + 4] == 't');
-          bps = blocks_per_sm(t, smem, e.regs, d);
-        }
-      o << "| " << k << " | " << e.regs << " | " << e.spill_stores << " / " << e.spill_loads << " | " << e.stack << " | "
-        << (smem > 0 ? std::to_string(smem) : "?") << " | " << (bps >= 0 ? std::to_string(bps) : "?") << " | ";
-      if (e.loop_instr > 0)
-        o << e.loop_instr << (e.inner_instr > 0 ? " (k-step loop " + std::to_string(e.inner_instr) + ")" : std::string()) << ", "
-          << e.loop_hmma << ", " << e.loop_ldsm << ", " << e.loop_lds << ", " << e.loop_ldgsts << " (" << e.loop_source << ")";
-      o << " |\n";
-    }
-  }
-
-  for (const auto& s : steps) {
-    const bool ref = s.triplets == 50 && !s.bf16;
-    o << "\n## " << s.triplets << " triplets (" << 3 * s.triplets << " images), " << precision(s.bf16) << "\n\n"
-      << "| kernel | tile | blocks | blk/SM | waves (tail) | splits | regs / spill | smem KB | instr/MMA model / compiled | "
-         "smem B/MMA | tensor us | smem us | issue us | L2 us | HBM us | bound | **predicted us** |"
-      << (ref ? " cuDNN/cuBLAS TF32 us |" : "") << "\n|---|---|---:|---:|---|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---|---:|"
-      << (ref ? "---:|" : "") << "\n";
-    for (const auto& k : s.kernels) {
-      if (k.kind == "mma") {
-        o << "| " << k.name << " | " << k.tile << " | " << k.blocks << " | " << k.blocks_per_sm << " | " << k.waves << " ("
-          << fmt("%.0f", 100 * k.tail_eff) << " %) | " << k.splits << " | "
-          << (k.regs > 0 ? std::to_string(k.regs) + " / " + std::to_string(k.spills) : std::string("?")) << " | "
-          << fmt("%.1f", k.smem / 1024.0) << " | " << fmt("%.2f", k.instr_per_mma) << " / "
-          << (k.instr_per_mma_compiled > 0 ? fmt("%.2f", k.instr_per_mma_compiled) + " " + k.compiled_source : "?") << " | "
-          << fmt("%.0f", k.smem_bytes_per_mma)
-          << " | " << fmt("%.1f", k.t_mma_us) << " | " << fmt("%.1f", k.t_smem_us) << " | " << fmt("%.1f", k.t_issue_us) << " | "
-          << fmt("%.1f", k.t_l2_us) << " | " << fmt("%.1f", k.t_hbm_us) << " | " << k.bound << " | **"
-          << fmt("%.1f", k.time_us) << "** |";
-      } else {
-        o << "| " << k.name << (k.launches > 1 ? " (x" + std::to_string(k.launches) + ")" : "") << " | memory | | | | | | | | | | | | | "
-          << fmt("%.1f", k.t_hbm_us) << " | " << k.bound << " | **" << fmt("%.1f", k.time_us) << "** |";
-      }
-      if (ref) {
-        const double r = k.kind == "mma" ? reference_us(k.name) : -1;
-        o << " " << (r > 0 ? fmt("%.0f", r) : "") << " |";
-      }
-      o << "\n";
-    }
-    o << "| **step** | | | | | | | | | | | | | | | " << s.launches << " launches | **" << fmt("%.0f", s.gpu_us) << "** |"
-      << (ref ? " |" : "") << "\n";
-  }
+  write_bindings(o, steps, d);
+  write_ptxas_and_kernels(o, steps, d, ptxas_source, ptx, ptxas_entries);
   return o.str();
 }
 
